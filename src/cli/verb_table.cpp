@@ -1,0 +1,22 @@
+#include "cli/verb_table.hpp"
+
+#include <array>
+
+namespace d2k::cli {
+namespace {
+constexpr std::array kVerbs{
+    Verb{"tasks", "list the suite's tasks and their workloads, one line each", run_tasks},
+    Verb{"show", "print exactly what an agent is shown for a task, with the guidance levels asked for", run_show},
+    Verb{"validate", "lint task folders: manifest, files, workloads, expressions, guidance, solutions", run_validate},
+};
+}  // namespace
+
+std::span<const Verb> verbs() { return kVerbs; }
+
+const Verb* find_verb(std::string_view name) {
+  for (const auto& v : kVerbs)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+}  // namespace d2k::cli
