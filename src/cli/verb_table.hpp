@@ -25,5 +25,6 @@ const Verb* find_verb(std::string_view name);
 int run_tasks(const std::vector<std::string>& args);
 int run_show(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
 
 }  // namespace d2k::cli

@@ -1,0 +1,325 @@
+"""The data plane of a d2k worker process (run by the embedded interpreter of d2k-worker).
+
+Requests arrive as JSON lines on stdin; each gets one JSON line on fd 3. Tensors travel as D2KT files.
+The verdict is never computed here: this process may host hostile code, so it only produces inputs,
+expected outputs (reference role) or solution outputs and timings (solution role), and the supervisor
+compares them.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import struct
+import sys
+import time
+import traceback
+
+import torch
+
+try:
+    import _d2k_native as native  # provided by d2k-worker
+except ImportError:  # run as a plain script in tests
+    native = None
+
+MAGIC = b"D2KT\x01\x00\x00\x00"
+DTYPES = ["float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+          "int64", "int32", "int16", "int8", "uint8", "bool"]
+
+
+class HarnessError(Exception):
+    """A failure with a trace status (e.g. runtime_error, incorrect_dtype)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def torch_dtype(name):
+    t = getattr(torch, name, None)
+    if t is None:
+        raise HarnessError("runtime_error", f"this torch ({torch.__version__}) has no dtype {name}")
+    return t
+
+
+def dtype_code(t):
+    for i, name in enumerate(DTYPES):
+        if getattr(torch, name, None) == t:
+            return i
+    raise HarnessError("incorrect_dtype", f"dtype {t} is not a d2k dtype")
+
+
+def write_tensor(path, t):
+    t = t.detach().contiguous().cpu()
+    code = dtype_code(t.dtype)
+    shape = list(t.shape)
+    with open(path, "wb") as f:
+        f.write(MAGIC + struct.pack("<ii", code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape))
+        if t.numel() > 0:
+            f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+
+
+def read_tensor(path, device):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != MAGIC:
+        raise HarnessError("runtime_error", f"{path}: not a D2KT file")
+    code, ndim = struct.unpack_from("<ii", data, 8)
+    shape = list(struct.unpack_from(f"<{ndim}q", data, 16))
+    dt = torch_dtype(DTYPES[code])
+    offset = 16 + 8 * ndim
+    if math.prod(shape) == 0:
+        return torch.empty(shape, dtype=dt, device=device)
+    raw = torch.frombuffer(bytearray(data[offset:]), dtype=torch.uint8)
+    return raw.view(dt).reshape(shape).to(device)
+
+
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise HarnessError("runtime_error", f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def typed_params(specs, values):
+    out = {}
+    for p in specs:
+        v = values.get(p["name"], p["value"])
+        if p["dtype"] in ("int32", "int64"):
+            out[p["name"]] = int(v)
+        elif p["dtype"] == "bool":
+            out[p["name"]] = bool(v)
+        else:
+            out[p["name"]] = float(v)
+    return out
+
+
+def poison_(t):
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(-0x5A if t.dtype != torch.uint8 else 0xA5)
+    return t
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class Worker:
+    def __init__(self, out):
+        self.out = out
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.reference = None
+        self.solve = None
+        self.cuda_handle = None
+
+    # --- environment -------------------------------------------------------------------------
+    def environment(self):
+        env = {"torch": torch.__version__, "python": sys.version.split()[0], "device": self.device}
+        try:
+            import triton
+            env["triton"] = triton.__version__
+        except Exception as e:  # noqa: BLE001 - report, never fail, on a missing triton
+            env["triton"] = f"unavailable: {e}"
+        if self.device == "cuda":
+            p = torch.cuda.get_device_properties(0)
+            env.update(gpu=p.name, sm_count=p.multi_processor_count, memory_bytes=p.total_memory,
+                       cuda_runtime=torch.version.cuda, capability=f"{p.major}.{p.minor}")
+            if native is not None:
+                env.update(native.device_info())
+        return env
+
+    # --- reference role ----------------------------------------------------------------------
+    def op_reference(self, req):
+        """Inputs for (workload, seed) and the expected outputs in high precision, as files."""
+        if self.reference is None:
+            self.reference = load_module(req["reference_path"], "d2k_task_reference")
+        ref = self.reference
+        params = typed_params(req["params"], req["workload"].get("params", {}))
+        gen = ref.generate_inputs(dict(req["workload"]["axes"]), dict(params), int(req["seed"]), self.device)
+        files = {}
+        ordered = []
+        for spec in req["inputs"]:
+            t = gen.get(spec["name"]) if isinstance(gen, dict) else None
+            if not isinstance(t, torch.Tensor):
+                raise HarnessError("runtime_error", f"generate_inputs gave no tensor '{spec['name']}'")
+            if t.dtype != torch_dtype(spec["dtype"]):
+                raise HarnessError("runtime_error",
+                                   f"generate_inputs: '{spec['name']}' is {t.dtype}, the manifest says {spec['dtype']}")
+            if list(t.shape) != spec["shape"]:
+                raise HarnessError("runtime_error",
+                                   f"generate_inputs: '{spec['name']}' has shape {list(t.shape)}, the manifest says {spec['shape']}")
+            path = os.path.join(req["out_dir"], f"in_{spec['name']}.d2kt")
+            write_tensor(path, t)
+            files[spec["name"]] = path
+            ordered.append(t)
+        hp = torch.float64 if req.get("precision", "float64") == "float64" else torch.float32
+        up = [t.to(hp) if t.is_floating_point() else t for t in ordered]
+        with torch.no_grad():
+            outs = ref.reference(*up, **params)
+        if isinstance(outs, torch.Tensor):
+            outs = (outs,)
+        if len(outs) != len(req["outputs"]):
+            raise HarnessError("runtime_error", f"reference returned {len(outs)} outputs, the manifest has {len(req['outputs'])}")
+        expected = {}
+        for spec, t in zip(req["outputs"], outs):
+            path = os.path.join(req["out_dir"], f"exp_{spec['name']}.d2kt")
+            write_tensor(path, t.to(torch.float64) if t.is_floating_point() else t)
+            expected[spec["name"]] = path
+        sync(self.device)
+        return {"inputs": files, "expected": expected}
+
+    def op_baseline(self, req):
+        """Times the reference on the task's own dtypes: eager, and torch.compile where it compiles."""
+        if self.reference is None:
+            self.reference = load_module(req["reference_path"], "d2k_task_reference")
+        inputs = [read_tensor(req["input_files"][s["name"]], self.device) for s in req["inputs"]]
+        params = typed_params(req["params"], req["workload"].get("params", {}))
+        fn = self.reference.reference
+        if req["mode"] == "compile":
+            try:
+                fn = torch.compile(fn)
+                with torch.no_grad():
+                    fn(*inputs, **params)  # compile outside the timed region
+                sync(self.device)
+            except Exception as e:  # noqa: BLE001 - torch.compile failing is a result, not an error
+                return {"skipped": f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"}
+
+        def launch():
+            with torch.no_grad():
+                fn(*inputs, **params)
+
+        return {"timing": self.measure(launch, req.get("timing", {}))}
+
+    # --- solution role -----------------------------------------------------------------------
+    def op_load(self, req):
+        if req["language"] == "triton":
+            try:
+                mod = load_module(req["path"], "solution")
+            except Exception:  # noqa: BLE001
+                raise HarnessError("runtime_error", "importing the solution failed:\n" + traceback.format_exc(limit=6))
+            if not callable(getattr(mod, "solve", None)):
+                raise HarnessError("compliance_violation", "solution.py defines no solve()")
+            self.solve = mod.solve
+        else:
+            if native is None or not native.has_cuda():
+                raise HarnessError("runtime_error", "this worker cannot run CUDA solutions (no CUDA)")
+            self.cuda_handle = native.load_cuda_solution(req["so_path"])
+        return {}
+
+    def call_solution(self, inputs, outputs, params, param_specs):
+        if self.cuda_handle is not None:
+            def desc(t):
+                return (t.data_ptr(), dtype_code(t.dtype), list(t.shape), list(t.stride()))
+            plist = [(p["name"], DTYPES.index(p["dtype"]), float(params[p["name"]]), int(params[p["name"]]))
+                     for p in param_specs]
+            rc = native.cuda_solve(self.cuda_handle, [desc(t) for t in inputs], [desc(t) for t in outputs], plist,
+                                   torch.cuda.current_stream().cuda_stream)
+            if rc != 0:
+                raise HarnessError("runtime_error", f"d2k_solve returned {rc}")
+        else:
+            self.solve(*inputs, *outputs, **params)
+
+    def alloc_outputs(self, specs):
+        return [poison_(torch.empty(s["shape"], dtype=torch_dtype(s["dtype"]), device=self.device)) for s in specs]
+
+    def op_run(self, req):
+        """One checked call: fresh poisoned outputs, solve, synchronize, outputs to files."""
+        inputs = [read_tensor(req["input_files"][s["name"]], self.device) for s in req["inputs"]]
+        outputs = self.alloc_outputs(req["outputs"])
+        params = typed_params(req["params"], req["workload"].get("params", {}))
+        sync(self.device)
+        try:
+            self.call_solution(inputs, outputs, params, req["params"])
+            sync(self.device)
+        except HarnessError:
+            raise
+        except Exception:  # noqa: BLE001
+            raise HarnessError("runtime_error", "the solution raised:\n" + traceback.format_exc(limit=8))
+        files = {}
+        for spec, t in zip(req["outputs"], outputs):
+            path = os.path.join(req["out_dir"], f"out_{spec['name']}.d2kt")
+            write_tensor(path, t)
+            files[spec["name"]] = path
+        return {"outputs": files}
+
+    def op_time(self, req):
+        """Cold timing over several input sets (rotated, so no set is reused back to back)."""
+        sets = []
+        for files in req["input_sets"]:
+            inputs = [read_tensor(files[s["name"]], self.device) for s in req["inputs"]]
+            sets.append((inputs, self.alloc_outputs(req["outputs"])))
+        params = typed_params(req["params"], req["workload"].get("params", {}))
+        state = {"i": 0}
+
+        def launch():
+            inputs, outputs = sets[state["i"] % len(sets)]
+            state["i"] += 1
+            self.call_solution(inputs, outputs, params, req["params"])
+
+        try:
+            launch()  # warm-up: JIT compilation and module load stay out of the samples
+            sync(self.device)
+            return {"timing": self.measure(launch, req.get("timing", {}))}
+        except HarnessError:
+            raise
+        except Exception:  # noqa: BLE001
+            raise HarnessError("runtime_error", "the solution raised while timed:\n" + traceback.format_exc(limit=8))
+
+    def measure(self, launch, cfg):
+        if self.device != "cuda" or native is None or not native.has_cuda():
+            raise HarnessError("runtime_error", "timing needs a CUDA device")
+        stream = torch.cuda.current_stream().cuda_stream
+        if cfg.get("mode") == "graph":
+            return native.measure_graph(launch, stream, cfg)
+        return native.measure_cold(launch, stream, cfg)
+
+    def op_exit(self, req):
+        return {}
+
+    # --- loop --------------------------------------------------------------------------------
+    def reply(self, obj):
+        try:
+            line = json.dumps(obj, allow_nan=False, default=str)
+        except ValueError as e:  # NaN or Inf in a figure: say so rather than send invalid JSON
+            line = json.dumps({"ok": False, "op": obj.get("op"), "status": "runtime_error",
+                               "error": f"unencodable reply: {e}"})
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def serve(self, stdin):
+        self.reply({"event": "ready", "environment": self.environment()})
+        for line in stdin:
+            if not line.strip():
+                continue
+            req = json.loads(line)
+            op = req.get("op")
+            t0 = time.perf_counter()
+            try:
+                handler = getattr(self, f"op_{op}", None)
+                if handler is None:
+                    raise HarnessError("runtime_error", f"unknown op {op!r}")
+                body = handler(req)
+                body.update(ok=True, op=op, seconds=time.perf_counter() - t0)
+            except HarnessError as e:
+                body = {"ok": False, "op": op, "status": e.status, "error": str(e)[-6000:]}
+            except Exception:  # noqa: BLE001
+                body = {"ok": False, "op": op, "status": "runtime_error", "error": traceback.format_exc(limit=8)[-6000:]}
+            self.reply(body)
+            if op == "exit":
+                return
+
+
+def main():
+    out = os.fdopen(3, "w", buffering=1)
+    Worker(out).serve(sys.stdin)
+
+
+if __name__ == "__main__":
+    main()

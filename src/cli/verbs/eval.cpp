@@ -1,0 +1,180 @@
+// d2k eval: evaluate a solution on a task, or the expert (or another) solutions over the suite.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/cli_util.hpp"
+#include "cli/verb_table.hpp"
+#include "core/files.hpp"
+#include "d2k/build_info.hpp"
+#include "eval/evaluator.hpp"
+#include "task/manifest.hpp"
+
+namespace d2k::cli {
+namespace {
+
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : p.parent_path();
+}
+
+std::string fmt_ms(const std::optional<Timing>& t) { return t ? fmt::format("{:.4f}", t->median_ms) : "-"; }
+
+void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
+  fmt::print("\n{} / {} ({})\n", task.name, sol.name, language_name(sol.language));
+  fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9}\n", "workload", "status", "median_ms", "iqr_ms",
+             "eager_ms", "speedup", "GB/s");
+  for (const auto& t : ev.traces) {
+    std::string speed = "-", gbs = "-", iqr = "-";
+    if (t.timing) {
+      iqr = fmt::format("{:.4f}", t.timing->q3_ms - t.timing->q1_ms);
+      if (t.timing->median_ms > 0) gbs = fmt::format("{:.0f}", t.bytes / (t.timing->median_ms * 1e-3) * 1e-9);
+      if (t.eager && t.timing->median_ms > 0) speed = fmt::format("{:.2f}x", t.eager->median_ms / t.timing->median_ms);
+    }
+    // Never print a time for an output that was not checked and passed.
+    fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9}\n", t.workload, status_name(t.status),
+               t.status == Status::passed ? fmt_ms(t.timing) : "-", iqr, fmt_ms(t.eager), speed, gbs);
+  }
+  if (double g = geomean_speedup(ev); g > 0) fmt::print("geometric-mean speedup vs eager: {:.2f}x\n", g);
+  for (const auto& t : ev.traces)
+    if (t.status != Status::passed) {
+      auto msg = t.message.substr(0, 600);
+      fmt::print("  {}: {}\n", t.workload, msg);
+    }
+}
+
+}  // namespace
+
+int run_eval(const std::vector<std::string>& args) {
+  CLI::App app{"Evaluate a solution on a task's workloads: correctness against the reference on several secret "
+               "seeds, then cold timing beside the PyTorch baselines. Without a GPU, only the correctness "
+               "workloads run, on the CPU (Triton's interpreter).",
+               "d2k eval"};
+  std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
+  std::vector<std::string> workloads;
+  int seeds = 0;
+  bool no_baselines = false, no_compile = false, expect = false;
+  double max_time = 10;
+  app.add_option("TASK", task_id, "task name, folder, number or path");
+  app.add_option("SOLUTION", solution_dir, "solution folder (solution.py or solution.cu)");
+  app.add_option("--solutions", solutions, "evaluate over the suite: 'expert', 'naive', 'wrong' (each must get its expected status)");
+  app.add_option("--workloads", workloads, "workload names (default: all)")->delimiter(',');
+  app.add_option("--seeds", seeds, "input draws per workload (default: the task's)");
+  app.add_option("--json", json_path, "write the traces as JSON to this file");
+  app.add_option("--timing", timing_mode, "cold (default) or graph (CUDA-graph replay, for short kernels)")
+      ->check(CLI::IsMember({"cold", "graph"}));
+  app.add_option("--max-time", max_time, "seconds of timing per workload at most");
+  app.add_flag("--no-baselines", no_baselines, "do not time the PyTorch reference");
+  app.add_flag("--no-compile-baseline", no_compile, "do not time torch.compile of the reference");
+  app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
+  if (auto rc = parse_args(app, args)) return *rc;
+
+  auto suite = load_suite_or_report(root);
+  if (!suite) return kFailed;
+
+  // The (task, solution) pairs to evaluate.
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> jobs;
+  if (!solutions.empty()) {
+    std::vector<std::filesystem::path> task_dirs;
+    if (!task_id.empty()) {
+      std::string why;
+      auto d = find_task_dir(*suite, task_id, why);
+      if (!d) {
+        fmt::print(stderr, "d2k eval: {}\n", why);
+        return kUsage;
+      }
+      task_dirs.push_back(*d);
+    } else {
+      for (const auto& f : suite->folders) task_dirs.push_back(suite->root / f);
+    }
+    for (const auto& td : task_dirs) {
+      if (solutions == "wrong") {
+        expect = true;
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(td / "wrong", ec))
+          if (e.is_directory()) jobs.emplace_back(td, e.path());
+      } else if (solutions == "expert" || solutions == "naive") {
+        jobs.emplace_back(td, td / solutions);
+      } else {
+        jobs.emplace_back(td, std::filesystem::path(solutions) / td.filename());
+      }
+    }
+  } else {
+    if (task_id.empty() || solution_dir.empty()) {
+      fmt::print(stderr, "d2k eval: give TASK and SOLUTION, or --solutions expert|naive|wrong|DIR\n");
+      return kUsage;
+    }
+    std::string why;
+    auto d = find_task_dir(*suite, task_id, why);
+    if (!d) {
+      fmt::print(stderr, "d2k eval: {}\n", why);
+      return kUsage;
+    }
+    jobs.emplace_back(*d, solution_dir);
+  }
+
+  EvalOptions opt;
+  opt.workloads = workloads;
+  opt.seeds = seeds;
+  opt.baselines = !no_baselines;
+  opt.compile_baseline = !no_compile;
+  opt.timing_mode = timing_mode;
+  opt.max_time_per_workload_s = max_time;
+  opt.worker = self_dir() / "d2k-worker";
+  opt.include_dir = std::filesystem::path(build::source_dir) / "include";
+  bool tty = isatty(2);
+  opt.progress = [tty](const std::string& line) {
+    if (tty)
+      fmt::print(stderr, "\r\033[K{}", line.substr(0, 120));
+    else
+      fmt::print(stderr, "{}\n", line);
+  };
+
+  nlohmann::json all = nlohmann::json::array();
+  int rc = kOk;
+  for (const auto& [task_dir, sol_dir] : jobs) {
+    Diagnostics d;
+    auto task = load_task(task_dir, d);
+    auto sol = task ? load_solution(sol_dir, d) : std::nullopt;
+    if (!task || !sol) {
+      print_diagnostics(d);
+      rc = kFailed;
+      continue;
+    }
+    EvalResult ev;
+    try {
+      ev = evaluate(*task, *sol, opt);
+    } catch (const std::exception& e) {
+      if (tty) fmt::print(stderr, "\r\033[K");
+      fmt::print(stderr, "d2k eval: {} / {}: {}\n", task->name, sol->name, e.what());
+      rc = kFailed;
+      continue;
+    }
+    if (tty) fmt::print(stderr, "\r\033[K");
+    print_table(*task, *sol, ev);
+    auto j = ev.to_json();
+    j["d2k_version"] = build::version;
+    j["suite_version"] = suite->version;
+    all.push_back(j);
+    for (const auto& t : ev.traces) {
+      bool good = expect ? (sol->expect && t.status == *sol->expect) : t.status == Status::passed;
+      if (expect && sol->expect && t.status == *sol->expect) continue;
+      if (!good && !expect) rc = kFailed;
+    }
+    if (expect) {
+      bool caught = std::any_of(ev.traces.begin(), ev.traces.end(),
+                                [&](const auto& t) { return sol->expect && t.status == *sol->expect; });
+      bool passed_any_fail = std::all_of(ev.traces.begin(), ev.traces.end(), [](const auto& t) { return t.status != Status::passed; });
+      fmt::print("{}: expected {}, {}\n", sol->name, sol->expect ? status_name(*sol->expect) : "?",
+                 caught ? "got it" : "NOT GOT");
+      (void)passed_any_fail;
+      if (!caught) rc = kFailed;
+    }
+  }
+  if (!json_path.empty()) write_file_atomic(json_path, all.dump(2));
+  return rc;
+}
+
+}  // namespace d2k::cli

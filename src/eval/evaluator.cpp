@@ -1,0 +1,437 @@
+#include "eval/evaluator.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+
+#include "core/expr.hpp"
+#include "core/files.hpp"
+#include "eval/cuda_build.hpp"
+#include "eval/process.hpp"
+#include "eval/tensor_file.hpp"
+
+namespace d2k {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json spec_json(const TensorSpec& s, const ExprVars& vars) {
+  std::vector<long long> shape;
+  for (const auto& e : s.shape) shape.push_back(eval_dim(e, vars));
+  return {{"name", s.name}, {"dtype", std::string(dtype_name(s.dtype))}, {"shape", shape}};
+}
+
+json params_json(const Task& t) {
+  json a = json::array();
+  for (const auto& p : t.params) a.push_back({{"name", p.name}, {"dtype", std::string(dtype_name(p.dtype))}, {"value", p.value}});
+  return a;
+}
+
+json workload_json(const Workload& w) { return {{"name", w.name}, {"axes", w.axes}, {"params", w.params}}; }
+
+// The environment a worker sees: nothing from ours but what it needs (no API keys or tokens).
+std::map<std::string, std::string> worker_env(const fs::path& scratch, bool interpret) {
+  std::map<std::string, std::string> env;
+  for (const char* k : {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "D2K_PYTHONPATH",
+                        "CUDA_HOME", "TRITON_PTXAS_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+                        "NVSHMEM_DISABLE_NVLS"})
+    if (const char* v = std::getenv(k)) env[k] = v;
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  env["HOME"] = (scratch / "home").string();
+  env["TMPDIR"] = (scratch / "tmp").string();
+  env["TRITON_CACHE_DIR"] = (scratch / "triton-cache").string();
+  env["TORCHINDUCTOR_CACHE_DIR"] = (scratch / "inductor-cache").string();
+  env["PYTHONUNBUFFERED"] = "1";
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  if (interpret) env["TRITON_INTERPRET"] = "1";
+  return env;
+}
+
+struct Worker {
+  std::unique_ptr<ChildProcess> proc;
+  json environment;
+};
+
+// Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
+Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
+                    std::string& why) {
+  Worker w;
+  static int counter = 0;
+  auto log = scratch / fmt::format("{}-{}.log", role, ++counter);
+  auto harness = fs::path(opt.worker).parent_path();  // unused when the binary knows its harness
+  (void)harness;
+  w.proc = std::make_unique<ChildProcess>(std::vector<std::string>{opt.worker.string()}, worker_env(scratch, interpret), log);
+  auto r = w.proc->receive(opt.load_timeout);
+  if (r.outcome != ChildProcess::Outcome::response || r.body.value("event", "") != "ready") {
+    w.proc->kill();
+    auto exit = w.proc->wait();
+    why = fmt::format("the {} worker did not start ({}; {}):\n{}", role,
+                      r.outcome == ChildProcess::Outcome::timeout ? "no answer" : "no ready line", exit.describe(),
+                      w.proc->log_tail());
+    w.proc.reset();
+    return w;
+  }
+  w.environment = r.body["environment"];
+  return w;
+}
+
+Timing parse_timing(const json& j) {
+  Timing t;
+  t.raw = j;
+  t.samples_ms = j.value("samples_ms", std::vector<double>{});
+  t.median_ms = j.value("median_ms", 0.0);
+  t.mean_ms = j.value("mean_ms", 0.0);
+  t.q1_ms = j.value("q1_ms", 0.0);
+  t.q3_ms = j.value("q3_ms", 0.0);
+  t.rel_stderr = j.value("rel_stderr", 0.0);
+  t.throttled = j.value("throttled", 0);
+  t.stop_reason = j.value("stop_reason", "");
+  return t;
+}
+
+json timing_json(const Timing& t) {
+  return {{"median_ms", t.median_ms}, {"mean_ms", t.mean_ms}, {"q1_ms", t.q1_ms}, {"q3_ms", t.q3_ms},
+          {"iqr_ms", t.q3_ms - t.q1_ms}, {"rel_stderr", t.rel_stderr}, {"samples", t.samples_ms.size()},
+          {"throttled_discarded", t.throttled}, {"stop_reason", t.stop_reason}, {"samples_ms", t.samples_ms}};
+}
+
+std::optional<Status> status_of(const json& body) {
+  return parse_status(body.value("status", "runtime_error")).value_or(Status::runtime_error);
+}
+
+}  // namespace
+
+json WorkloadTrace::to_json() const {
+  json checks_j = json::array();
+  for (const auto& c : checks)
+    checks_j.push_back({{"output", c.name}, {"status", std::string(status_name(c.status))}, {"numel", c.numel},
+                        {"mismatched", c.mismatched}, {"nonfinite", c.nonfinite}, {"matched_ratio", c.matched_ratio},
+                        {"max_abs_err", std::isfinite(c.max_abs_err) ? json(c.max_abs_err) : json("inf")},
+                        {"max_rel_err", c.max_rel_err}, {"atol_used", c.atol_used}, {"message", c.message}});
+  json j = {{"task", task},
+            {"workload", workload},
+            {"timed", timed},
+            {"solution", {{"name", solution}, {"language", language}, {"sha256", solution_hash}}},
+            {"status", std::string(status_name(status))},
+            {"message", message},
+            {"correctness", {{"seeds", seeds_checked}, {"outputs", checks_j}}}};
+  json perf = json::object();
+  if (timing) {
+    perf["solution"] = timing_json(*timing);
+    double s = timing->median_ms * 1e-3;
+    if (s > 0) {
+      perf["achieved_gb_per_s"] = bytes / s * 1e-9;
+      perf["achieved_tflop_per_s"] = flops / s * 1e-12;
+    }
+  }
+  if (eager) {
+    perf["eager"] = timing_json(*eager);
+    if (timing && timing->median_ms > 0) perf["speedup_vs_eager"] = eager->median_ms / timing->median_ms;
+  }
+  if (compiled) {
+    perf["torch_compile"] = timing_json(*compiled);
+    if (timing && timing->median_ms > 0) perf["speedup_vs_compile"] = compiled->median_ms / timing->median_ms;
+  }
+  if (!compiled_skipped.empty()) perf["torch_compile_skipped"] = compiled_skipped;
+  perf["flops"] = flops;
+  perf["bytes"] = bytes;
+  j["performance"] = perf;
+  return j;
+}
+
+json EvalResult::to_json() const {
+  json t = json::array();
+  for (const auto& tr : traces) t.push_back(tr.to_json());
+  return {{"environment", environment}, {"gpu", gpu}, {"compile_log", compile_log}, {"traces", t}};
+}
+
+double geomean_speedup(const EvalResult& e) {
+  double logsum = 0;
+  int n = 0;
+  for (const auto& t : e.traces)
+    if (t.timed && t.status == Status::passed && t.timing && t.eager && t.timing->median_ms > 0) {
+      logsum += std::log(t.eager->median_ms / t.timing->median_ms);
+      ++n;
+    }
+  return n ? std::exp(logsum / n) : 0;
+}
+
+EvalResult evaluate(const Task& task, const Solution& solution, const EvalOptions& opt) {
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  fs::path scratch = opt.scratch;
+  if (scratch.empty()) {
+    std::random_device rd;
+    scratch = fs::temp_directory_path() / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
+  }
+  for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache", "ref", "out"}) fs::create_directories(scratch / sub);
+
+  EvalResult ev;
+  auto source = read_file(solution.source, 4u << 20).value_or("");
+  auto hash = sha256_hex(source);
+
+  // Workloads and secret seeds, chosen here; the solution never learns them before its outputs are in.
+  std::vector<const Workload*> selected;
+  for (const auto* list : {&task.workloads, &task.correctness})
+    for (const auto& w : *list)
+      if (opt.workloads.empty() || std::find(opt.workloads.begin(), opt.workloads.end(), w.name) != opt.workloads.end())
+        selected.push_back(&w);
+  for (const auto& name : opt.workloads)
+    if (!task.workload(name)) throw std::runtime_error(fmt::format("task {} has no workload '{}'", task.name, name));
+  int nseeds = opt.seeds > 0 ? opt.seeds : task.evaluation.seeds;
+  std::random_device rd;
+  std::vector<int> seeds;
+  for (int i = 0; i < nseeds; ++i) seeds.push_back(static_cast<int>(rd() & 0x7fffffff));
+
+  auto make_trace = [&](const Workload& w) {
+    WorkloadTrace t;
+    t.task = task.name;
+    t.workload = w.name;
+    t.timed = w.timed;
+    t.solution = solution.name;
+    t.language = std::string(language_name(solution.language));
+    t.solution_hash = hash;
+    auto vars = task.vars(w);
+    try {
+      t.flops = task.performance.flops.empty() ? 0 : eval_expr(task.performance.flops, vars);
+      t.bytes = task.performance.bytes.empty() ? 0 : eval_expr(task.performance.bytes, vars);
+    } catch (const ExprError&) {
+    }
+    return t;
+  };
+
+  // 1. The reference: inputs and expected outputs for every (workload, seed), and the baselines.
+  std::string why;
+  say("starting the reference worker");
+  auto ref = start_worker(opt, scratch, "reference", false, why);
+  if (!ref.proc) throw std::runtime_error(why);
+  ev.environment = ref.environment;
+  ev.gpu = ref.environment.value("device", "cpu") == "cuda";
+  if (!ev.gpu) {
+    std::vector<const Workload*> small;
+    for (const auto* w : selected)
+      if (!w->timed) small.push_back(w);
+    if (small.size() != selected.size())
+      say(fmt::format("no GPU: checking the {} correctness workloads only, on the CPU, untimed", small.size()));
+    selected = small;
+  }
+  std::map<std::string, std::vector<json>> ref_files;  // workload -> per seed {inputs, expected}
+  std::map<std::string, std::pair<std::optional<Timing>, std::optional<Timing>>> baselines;
+  std::map<std::string, std::string> compile_skipped;
+  json timing_cfg = {{"mode", opt.timing_mode}, {"max_rel_stderr", opt.max_rel_stderr},
+                     {"max_wall_time_s", opt.max_time_per_workload_s}};
+  for (const auto* w : selected) {
+    auto vars = task.vars(*w);
+    json inputs = json::array(), outputs = json::array();
+    for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
+    for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
+    for (std::size_t k = 0; k < seeds.size(); ++k) {
+      auto dir = scratch / "ref" / w->name / std::to_string(k);
+      fs::create_directories(dir);
+      say(fmt::format("reference {} seed {}/{}", w->name, k + 1, seeds.size()));
+      json req = {{"op", "reference"}, {"reference_path", (task.dir / "reference.py").string()},
+                  {"workload", workload_json(*w)}, {"seed", seeds[k]}, {"inputs", inputs}, {"outputs", outputs},
+                  {"params", params_json(task)}, {"precision", task.evaluation.reference_precision},
+                  {"out_dir", dir.string()}};
+      ref.proc->send(req);
+      auto r = ref.proc->receive(opt.timing_timeout);
+      if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
+        throw std::runtime_error(fmt::format("the task's reference failed on workload {}: {}", w->name,
+                                             r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
+                                                                                         : ref.proc->log_tail()));
+      ref_files[w->name].push_back(r.body);
+    }
+    if (ev.gpu && w->timed && opt.baselines) {
+      for (std::string mode : {"eager", "compile"}) {
+        if (mode == "compile" && !opt.compile_baseline) continue;
+        say(fmt::format("baseline {} {}", mode, w->name));
+        ref.proc->send({{"op", "baseline"}, {"mode", mode}, {"reference_path", (task.dir / "reference.py").string()},
+                        {"workload", workload_json(*w)}, {"inputs", inputs}, {"params", params_json(task)},
+                        {"input_files", ref_files[w->name][0]["inputs"]}, {"timing", timing_cfg}});
+        auto r = ref.proc->receive(opt.timing_timeout);
+        if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
+          throw std::runtime_error(fmt::format("timing the reference ({}) failed on {}: {}", mode, w->name,
+                                               r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
+                                                                                           : ref.proc->log_tail()));
+        if (r.body.contains("skipped"))
+          compile_skipped[w->name] = r.body["skipped"];
+        else if (mode == "eager")
+          baselines[w->name].first = parse_timing(r.body["timing"]);
+        else
+          baselines[w->name].second = parse_timing(r.body["timing"]);
+      }
+    }
+  }
+  ref.proc->send({{"op", "exit"}});
+  ref.proc->wait();
+
+  // 2. Build (CUDA C++).
+  std::optional<Status> all_failed;
+  std::string all_failed_msg;
+  fs::path so_path;
+  if (solution.language == Language::cuda) {
+    say("compiling " + solution.source.string());
+    CudaBuildOptions bo;
+    bo.cache_dir = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+    bo.include_dir = opt.include_dir;
+    bo.timeout_s = static_cast<int>(opt.compile_timeout.count());
+    auto b = build_cuda_solution(solution.source, bo);
+    ev.compile_log = b.log;
+    if (!b.ok) {
+      all_failed = Status::compile_error;
+      all_failed_msg = "nvcc failed:\n" + b.log.substr(0, 4000);
+    } else {
+      so_path = b.library;
+      say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
+    }
+  }
+
+  // 3. The solution, in a worker of its own that is restarted after a crash or a hang.
+  Worker sol;
+  auto ensure_solution_worker = [&]() -> bool {
+    if (sol.proc) return true;
+    std::string w_why;
+    sol = start_worker(opt, scratch, "solution", !ev.gpu, w_why);
+    if (!sol.proc) {
+      all_failed = Status::runtime_error;
+      all_failed_msg = w_why;
+      return false;
+    }
+    json req = {{"op", "load"}, {"language", std::string(language_name(solution.language))},
+                {"path", solution.source.string()}, {"so_path", so_path.string()}};
+    sol.proc->send(req);
+    auto r = sol.proc->receive(opt.load_timeout);
+    if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) return true;
+    all_failed = r.outcome == ChildProcess::Outcome::response ? *status_of(r.body)
+                 : r.outcome == ChildProcess::Outcome::timeout ? Status::timeout
+                                                               : Status::runtime_error;
+    all_failed_msg = "loading the solution failed: " +
+                     (r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "") : sol.proc->log_tail());
+    sol.proc->kill();
+    sol.proc->wait();
+    sol.proc.reset();
+    return false;
+  };
+  auto drop_worker = [&]() {
+    if (!sol.proc) return std::string();
+    sol.proc->kill();
+    auto e = sol.proc->wait();
+    auto tail = sol.proc->log_tail(2000);
+    sol.proc.reset();
+    return fmt::format("the worker {}; its last output:\n{}", e.describe(), tail);
+  };
+  // One request to the solution worker; a hang or a crash becomes a status and a fresh worker next time.
+  auto ask = [&](const json& req, std::chrono::seconds timeout, WorkloadTrace& t) -> std::optional<json> {
+    if (!sol.proc->send(req)) {
+      t.status = Status::runtime_error;
+      t.message = "the solution worker is gone: " + drop_worker();
+      return std::nullopt;
+    }
+    auto r = sol.proc->receive(timeout);
+    switch (r.outcome) {
+      case ChildProcess::Outcome::response:
+        if (r.body.value("ok", false)) return r.body;
+        t.status = *status_of(r.body);
+        t.message = r.body.value("error", "");
+        return std::nullopt;
+      case ChildProcess::Outcome::timeout:
+        t.status = Status::timeout;
+        t.message = fmt::format("no answer within {} s; ", timeout.count()) + drop_worker();
+        return std::nullopt;
+      case ChildProcess::Outcome::closed:
+        t.status = Status::runtime_error;
+        t.message = "the solution's process ended: " + drop_worker();
+        return std::nullopt;
+      case ChildProcess::Outcome::garbled:
+        t.status = Status::runtime_error;
+        t.message = "garbled reply from the solution's process: " + r.raw + "; " + drop_worker();
+        return std::nullopt;
+    }
+    return std::nullopt;
+  };
+
+  for (const auto* w : selected) {
+    auto t = make_trace(*w);
+    auto vars = task.vars(*w);
+    if (auto it = baselines.find(w->name); it != baselines.end()) {
+      t.eager = it->second.first;
+      t.compiled = it->second.second;
+    }
+    if (auto it = compile_skipped.find(w->name); it != compile_skipped.end()) t.compiled_skipped = it->second;
+    if (!all_failed) ensure_solution_worker();
+    if (all_failed) {
+      t.status = *all_failed;
+      t.message = all_failed_msg;
+      ev.traces.push_back(std::move(t));
+      continue;
+    }
+    json inputs = json::array(), outputs = json::array();
+    for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
+    for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
+    bool ok = true;
+    for (std::size_t k = 0; k < seeds.size() && ok; ++k) {
+      say(fmt::format("check {} seed {}/{}", w->name, k + 1, seeds.size()));
+      auto out_dir = scratch / "out" / w->name / std::to_string(k);
+      fs::create_directories(out_dir);
+      const auto& rf = ref_files[w->name][k];
+      json req = {{"op", "run"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
+                  {"params", params_json(task)}, {"input_files", rf["inputs"]}, {"out_dir", out_dir.string()}};
+      auto body = ask(req, opt.call_timeout, t);
+      if (!body) {
+        ok = false;
+        break;
+      }
+      t.seeds_checked.push_back(seeds[k]);
+      std::vector<OutputCheck> checks;
+      for (std::size_t o = 0; o < task.outputs.size(); ++o) {
+        const auto& spec = task.outputs[o];
+        std::vector<int64_t> shape;
+        for (const auto& e : spec.shape) shape.push_back(eval_dim(e, vars));
+        try {
+          auto expected = read_tensor_file(rf["expected"][spec.name].get<std::string>());
+          auto got = read_tensor_file((*body)["outputs"][spec.name].get<std::string>());
+          checks.push_back(compare_output(spec, got, expected, shape));
+        } catch (const std::exception& e) {
+          OutputCheck c;
+          c.name = spec.name;
+          c.status = Status::runtime_error;
+          c.message = fmt::format("{}: unreadable output: {}", spec.name, e.what());
+          checks.push_back(c);
+        }
+      }
+      t.checks = checks;
+      for (const auto& c : checks)
+        if (c.status != Status::passed) {
+          t.status = c.status;
+          t.message = fmt::format("seed {}: {}", k, c.message);
+          ok = false;
+          break;
+        }
+    }
+    if (ok && ev.gpu && w->timed) {
+      say(fmt::format("timing {}", w->name));
+      json sets = json::array();
+      for (const auto& rf : ref_files[w->name]) sets.push_back(rf["inputs"]);
+      json req = {{"op", "time"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
+                  {"params", params_json(task)}, {"input_sets", sets}, {"timing", timing_cfg}};
+      if (auto body = ask(req, opt.timing_timeout, t)) t.timing = parse_timing((*body)["timing"]);
+    }
+    ev.traces.push_back(std::move(t));
+  }
+  if (sol.proc) {
+    sol.proc->send({{"op", "exit"}});
+    sol.proc->wait();
+  }
+  if (opt.scratch.empty()) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+  }
+  return ev;
+}
+
+}  // namespace d2k

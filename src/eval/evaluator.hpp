@@ -1,0 +1,75 @@
+#pragma once
+// The supervisor: evaluates a solution on a task's workloads through worker processes and owns the verdict.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.hpp"
+#include "eval/compare.hpp"
+#include "task/manifest.hpp"
+#include "task/solution.hpp"
+
+namespace d2k {
+
+struct EvalOptions {
+  std::vector<std::string> workloads;   // names to run; empty: all (timed and correctness)
+  int seeds = 0;                        // 0: the task's evaluation.seeds
+  bool baselines = true;                // time the PyTorch reference (eager, and torch.compile)
+  bool compile_baseline = true;
+  std::string timing_mode = "cold";     // cold or graph
+  double max_rel_stderr = 0.005;
+  double max_time_per_workload_s = 10;
+  std::filesystem::path worker;         // the d2k-worker binary
+  std::filesystem::path scratch;        // per-evaluation files; a fresh temp folder if empty
+  std::filesystem::path include_dir;    // holds d2k/solution.h
+  std::filesystem::path cache_dir;      // CUDA build cache
+  std::chrono::seconds compile_timeout{300};
+  std::chrono::seconds load_timeout{180};
+  std::chrono::seconds call_timeout{120};   // one checked call (includes Triton's first JIT compile)
+  std::chrono::seconds timing_timeout{300};
+  std::function<void(const std::string&)> progress;  // one line per step; may be empty
+};
+
+struct Timing {
+  std::vector<double> samples_ms;
+  double median_ms = 0, mean_ms = 0, q1_ms = 0, q3_ms = 0, rel_stderr = 0;
+  int throttled = 0;
+  std::string stop_reason;
+  nlohmann::json raw;  // everything the worker reported
+};
+
+struct WorkloadTrace {
+  std::string task, workload, solution, language, solution_hash;
+  bool timed = false;
+  Status status = Status::passed;
+  std::string message;
+  std::vector<int> seeds_checked;
+  std::vector<OutputCheck> checks;  // the worst seed's checks (all passing when status is passed)
+  std::optional<Timing> timing;
+  std::optional<Timing> eager, compiled;
+  std::string compiled_skipped;
+  double flops = 0, bytes = 0;
+  nlohmann::json to_json() const;
+};
+
+struct EvalResult {
+  std::vector<WorkloadTrace> traces;
+  nlohmann::json environment;
+  std::string compile_log;
+  bool gpu = false;
+  nlohmann::json to_json() const;
+};
+
+// Evaluates `solution` on `task`. Never throws for a bad solution: its failures are statuses in the traces.
+// Throws std::runtime_error only for problems of the task or the harness (the reference fails, no worker).
+EvalResult evaluate(const Task& task, const Solution& solution, const EvalOptions& opt);
+
+// The geometric mean of the speedups over the eager baseline of the timed, passed workloads; 0 if none.
+double geomean_speedup(const EvalResult& e);
+
+}  // namespace d2k

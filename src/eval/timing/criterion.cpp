@@ -1,0 +1,92 @@
+#include "eval/timing/criterion.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace d2k::timing {
+
+namespace {
+// How far (in standard errors of a window mean) the last window may sit from the overall mean and
+// still count as "no drift": 3 keeps stationary noise from blocking the plateau (0.3% false alarms).
+constexpr double kPlateauMeanZ = 3.0;
+}  // namespace
+
+std::string_view stop_reason_name(StopReason r) {
+  static constexpr std::array<std::string_view, 5> names{"none", "converged", "plateau", "time_cap",
+                                                         "sample_cap"};
+  return names.at(static_cast<std::size_t>(r));
+}
+
+void validate(const CriterionConfig& c) {
+  auto bad = [](const char* field, double v) {
+    throw std::invalid_argument(fmt::format("timing criterion: bad {} ({})", field, v));
+  };
+  if (!(c.max_rel_stderr >= 0)) bad("max_rel_stderr", c.max_rel_stderr);
+  if (!(c.min_gpu_time_s >= 0)) bad("min_gpu_time_s", c.min_gpu_time_s);
+  if (!(c.max_wall_time_s > 0)) bad("max_wall_time_s", c.max_wall_time_s);
+  if (c.plateau_window < 2) bad("plateau_window", static_cast<double>(c.plateau_window));
+  if (!(c.plateau_tolerance >= 0 && c.plateau_tolerance < 1)) bad("plateau_tolerance", c.plateau_tolerance);
+  if (c.max_samples < 1) bad("max_samples", static_cast<double>(c.max_samples));
+}
+
+StopCriterion::StopCriterion(const CriterionConfig& cfg) : cfg_(cfg) { validate(cfg_); }
+
+void StopCriterion::reset() {
+  n_ = 0;
+  mean_ = m2_ = sum_ms_ = 0;
+  window_.clear();
+  rse_history_.clear();
+}
+
+void StopCriterion::add(double sample_ms) {
+  if (!std::isfinite(sample_ms) || sample_ms < 0)
+    throw std::invalid_argument(fmt::format("timing sample must be finite and >= 0, got {}", sample_ms));
+  ++n_;
+  sum_ms_ += sample_ms;
+  const double delta = sample_ms - mean_;
+  mean_ += delta / static_cast<double>(n_);
+  m2_ += delta * (sample_ms - mean_);
+
+  window_.push_back(sample_ms);
+  if (window_.size() > cfg_.plateau_window) window_.pop_front();
+  rse_history_.push_back(rel_stderr());
+  if (rse_history_.size() > cfg_.plateau_window + 1) rse_history_.pop_front();
+}
+
+double StopCriterion::rel_stderr() const {
+  if (n_ < 2 || mean_ == 0) return std::numeric_limits<double>::infinity();
+  const auto n = static_cast<double>(n_);
+  return std::sqrt(m2_ / (n - 1)) / std::sqrt(n) / std::abs(mean_);
+}
+
+bool StopCriterion::plateaued() const {
+  const std::size_t w = cfg_.plateau_window;
+  if (n_ < 2 * w || rse_history_.size() < w + 1) return false;
+  const double before = rse_history_.front(), now = rse_history_.back();
+  if (!std::isfinite(before) || !std::isfinite(now)) return false;
+  if (now < before * (1 - cfg_.plateau_tolerance)) return false;  // still improving
+
+  double window_sum = 0;
+  for (double x : window_) window_sum += x;
+  const double window_mean = window_sum / static_cast<double>(window_.size());
+  const double stddev = std::sqrt(m2_ / static_cast<double>(n_ - 1));
+  const double allowed =
+      std::max(cfg_.plateau_tolerance * std::abs(mean_), kPlateauMeanZ * stddev / std::sqrt(static_cast<double>(w)));
+  return std::abs(window_mean - mean_) <= allowed;
+}
+
+StopReason StopCriterion::reason() const {
+  const bool minimums = n_ >= cfg_.min_samples && gpu_time_s() >= cfg_.min_gpu_time_s;
+  if (minimums && rel_stderr() <= cfg_.max_rel_stderr) return StopReason::converged;
+  if (minimums && plateaued()) return StopReason::plateau;
+  if (wall_s_ >= cfg_.max_wall_time_s) return StopReason::time_cap;
+  if (n_ >= cfg_.max_samples) return StopReason::sample_cap;
+  return StopReason::none;
+}
+
+}  // namespace d2k::timing
