@@ -106,6 +106,14 @@ def poison_(t):
     return t
 
 
+def failure_status(e):
+    """Triton's compilation errors surface at the first call; they are compile errors, not runtime ones."""
+    for cls in type(e).__mro__:
+        if cls.__module__.startswith("triton.compiler") or cls.__name__ == "CompilationError":
+            return "compile_error"
+    return "runtime_error"
+
+
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -202,6 +210,8 @@ class Worker:
         if req["language"] == "triton":
             try:
                 mod = load_module(req["path"], "solution")
+            except SyntaxError:
+                raise HarnessError("compile_error", "solution.py does not parse:\n" + traceback.format_exc(limit=2))
             except Exception:  # noqa: BLE001
                 raise HarnessError("runtime_error", "importing the solution failed:\n" + traceback.format_exc(limit=6))
             if not callable(getattr(mod, "solve", None)):
@@ -240,8 +250,8 @@ class Worker:
             sync(self.device)
         except HarnessError:
             raise
-        except Exception:  # noqa: BLE001
-            raise HarnessError("runtime_error", "the solution raised:\n" + traceback.format_exc(limit=8))
+        except Exception as e:  # noqa: BLE001
+            raise HarnessError(failure_status(e), "the solution raised:\n" + traceback.format_exc(limit=8))
         files = {}
         for spec, t in zip(req["outputs"], outputs):
             path = os.path.join(req["out_dir"], f"out_{spec['name']}.d2kt")

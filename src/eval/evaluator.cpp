@@ -116,7 +116,8 @@ json WorkloadTrace::to_json() const {
             {"workload", workload},
             {"timed", timed},
             {"solution", {{"name", solution}, {"language", language}, {"sha256", solution_hash}}},
-            {"status", std::string(status_name(status))},
+            {"status", skipped.empty() ? json(std::string(status_name(status))) : json(nullptr)},
+            {"skipped", skipped},
             {"message", message},
             {"correctness", {{"seeds", seeds_checked}, {"outputs", checks_j}}}};
   json perf = json::object();
@@ -153,7 +154,7 @@ double geomean_speedup(const EvalResult& e) {
   double logsum = 0;
   int n = 0;
   for (const auto& t : e.traces)
-    if (t.timed && t.status == Status::passed && t.timing && t.eager && t.timing->median_ms > 0) {
+    if (t.timed && t.skipped.empty() && t.status == Status::passed && t.timing && t.eager && t.timing->median_ms > 0) {
       logsum += std::log(t.eager->median_ms / t.timing->median_ms);
       ++n;
     }
@@ -363,6 +364,11 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       t.compiled = it->second.second;
     }
     if (auto it = compile_skipped.find(w->name); it != compile_skipped.end()) t.compiled_skipped = it->second;
+    if (!all_failed && solution.language == Language::cuda && !ev.gpu) {
+      t.skipped = "no GPU: compiled, not run";
+      ev.traces.push_back(std::move(t));
+      continue;
+    }
     if (!all_failed) ensure_solution_worker();
     if (all_failed) {
       t.status = *all_failed;

@@ -48,6 +48,7 @@ struct WorkloadTrace {
   bool timed = false;
   Status status = Status::passed;
   std::string message;
+  std::string skipped;  // non-empty: not run, and why (e.g. a CUDA solution without a GPU); status is moot
   std::vector<int> seeds_checked;
   std::vector<OutputCheck> checks;  // the worst seed's checks (all passing when status is passed)
   std::optional<Timing> timing;

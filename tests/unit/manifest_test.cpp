@@ -23,7 +23,7 @@ TEST(Manifest, LoadsTheToyTask) {
   EXPECT_DOUBLE_EQ(t->outputs[0].tol.matched_ratio, 1.0);
   ASSERT_EQ(t->params.size(), 1u);
   EXPECT_DOUBLE_EQ(t->params[0].value, 2.5);
-  ASSERT_EQ(t->workloads.size(), 1u);
+  ASSERT_EQ(t->workloads.size(), 2u);
   EXPECT_TRUE(t->workloads[0].timed);
   EXPECT_EQ(t->workloads[0].axes.at("N"), 1048576);
   ASSERT_EQ(t->correctness.size(), 1u);

@@ -14,6 +14,8 @@ namespace {
 // How far (in standard errors of a window mean) the last window may sit from the overall mean and
 // still count as "no drift": 3 keeps stationary noise from blocking the plateau (0.3% false alarms).
 constexpr double kPlateauMeanZ = 3.0;
+// No plateau before this many windows: with fewer samples the stddev estimate is too rough to tell.
+constexpr std::size_t kPlateauMinWindows = 4;
 }  // namespace
 
 std::string_view stop_reason_name(StopReason r) {
@@ -40,7 +42,7 @@ void StopCriterion::reset() {
   n_ = 0;
   mean_ = m2_ = sum_ms_ = 0;
   window_.clear();
-  rse_history_.clear();
+  rse_marks_.clear();
 }
 
 void StopCriterion::add(double sample_ms) {
@@ -54,8 +56,7 @@ void StopCriterion::add(double sample_ms) {
 
   window_.push_back(sample_ms);
   if (window_.size() > cfg_.plateau_window) window_.pop_front();
-  rse_history_.push_back(rel_stderr());
-  if (rse_history_.size() > cfg_.plateau_window + 1) rse_history_.pop_front();
+  if (n_ % cfg_.plateau_window == 0) rse_marks_.push_back(rel_stderr());
 }
 
 double StopCriterion::rel_stderr() const {
@@ -65,18 +66,21 @@ double StopCriterion::rel_stderr() const {
 }
 
 bool StopCriterion::plateaued() const {
-  const std::size_t w = cfg_.plateau_window;
-  if (n_ < 2 * w || rse_history_.size() < w + 1) return false;
-  const double before = rse_history_.front(), now = rse_history_.back();
-  if (!std::isfinite(before) || !std::isfinite(now)) return false;
-  if (now < before * (1 - cfg_.plateau_tolerance)) return false;  // still improving
+  // Judged at window ends, against the mark half the run ago: a span that long averages out the
+  // wobble of the stddev estimate, which over a single window is as large as the progress sought.
+  const std::size_t k = rse_marks_.size();
+  if (k < kPlateauMinWindows) return false;
+  const std::size_t j = (k + 1) / 2;
+  const double then = rse_marks_[j - 1], now = rse_marks_[k - 1];
+  if (!std::isfinite(then) || !std::isfinite(now)) return false;
+  if (now < then * std::pow(1 - cfg_.plateau_tolerance, static_cast<double>(k - j))) return false;
 
   double window_sum = 0;
   for (double x : window_) window_sum += x;
   const double window_mean = window_sum / static_cast<double>(window_.size());
   const double stddev = std::sqrt(m2_ / static_cast<double>(n_ - 1));
-  const double allowed =
-      std::max(cfg_.plateau_tolerance * std::abs(mean_), kPlateauMeanZ * stddev / std::sqrt(static_cast<double>(w)));
+  const double allowed = std::max(cfg_.plateau_tolerance * std::abs(mean_),
+                                  kPlateauMeanZ * stddev / std::sqrt(static_cast<double>(window_.size())));
   return std::abs(window_mean - mean_) <= allowed;
 }
 

@@ -4,20 +4,23 @@
 // Rules, checked in this order after every sample:
 //   converged  - n >= min_samples, measured GPU time >= min_gpu_time_s and the relative standard error of
 //                the mean (stderr / mean) <= max_rel_stderr.
-//   plateau    - the same minimums, n >= 2 * plateau_window, and more samples stopped paying off:
-//                (a) the relative stderr improved by at most plateau_tolerance (a fraction of its value)
-//                    over the last plateau_window samples, and
+//   plateau    - the same minimums, and more samples stopped paying off. Judged every plateau_window
+//                samples (a window), from the 4th window on, at window k against window j = ceil(k/2):
+//                (a) the relative stderr shrank by at most plateau_tolerance per window on average:
+//                    rse_k >= rse_j * (1 - plateau_tolerance)^(k - j), and
 //                (b) the mean of the last window sits within max(plateau_tolerance * mean,
-//                    3 * stddev / sqrt(plateau_window)) of the overall mean, i.e. no drift or step in
-//                    progress (a kernel whose clock just changed must not stop mid-transition).
-//                For i.i.d. noise the stderr shrinks by about window / (2n) per window, so (a) alone holds
-//                from n ~ window / (2 * tolerance) (6400 by default): noisy kernels that would need more
-//                samples than that to converge stop there, with the precision they reached.
+//                    3 * stddev / sqrt(plateau_window)) of the overall mean: no drift or step in progress
+//                    (a kernel whose clock just changed must not stop mid-transition).
+//                I.i.d. noise cuts its stderr by sqrt(2) per doubling of n, so (a) holds
+//                from n ~ plateau_window * ln 2 / plateau_tolerance (~8900 by default): noisy kernels that
+//                would need more samples to converge stop there with the precision they reached, and
+//                noise that never gets quieter (heavy tails, slow regime switches) stops much sooner.
 //   time_cap   - the caller's elapsed wall time >= max_wall_time_s (no minimums).
 //   sample_cap - n >= max_samples (no minimums).
 #include <cstddef>
 #include <deque>
 #include <string_view>
+#include <vector>
 
 namespace d2k::timing {
 
@@ -66,7 +69,7 @@ class StopCriterion {
   double mean_ = 0, m2_ = 0, sum_ms_ = 0;  // Welford running mean and sum of squared deviations
   double wall_s_ = 0;
   std::deque<double> window_;       // last plateau_window samples
-  std::deque<double> rse_history_;  // rel_stderr after each of the last plateau_window + 1 samples
+  std::vector<double> rse_marks_;  // rel_stderr at n = plateau_window, 2 * plateau_window, ...
 };
 
 }  // namespace d2k::timing

@@ -13,10 +13,14 @@
  *    predecessor tile that holds a head, and a tile whose first token is a head does no look-back at all.
  *    Tile ids come from an atomic counter, so every tile waits only on tiles that are already running.
  *  - L3: 16-byte streaming loads and stores along H (when H % 4 == 0, else a scalar path), a serial scan of
- *    each thread's consecutive tokens in registers, warp-shuffle segmented scans across threads, fp32
- *    accumulation throughout, a warp-wide look-back window of 32 predecessors, and many small CTAs in flight.
+ *    each thread's 16 consecutive tokens in registers, warp-shuffle segmented scans across threads, fp32
+ *    accumulation throughout; a dedicated look-back warp that examines 32 predecessors at once and loads their
+ *    values together, while the 8 data warps' loads are in flight; 64 KB tiles, two CTAs per SM.
  *
- * Measured: not yet measured on the H200 (issue 8).
+ * Measured: not yet measured on the H200 with the d2k harness (issue 8). A scratch timing on one H200 (CUDA
+ * events, L2 flushed, launch queued behind a sleep kernel, median of 30): 108 us for T = 2^20, H = 32, B = 8;
+ * 108 us for B = 2048; 230 us for T = 2^22, H = 16, B = 64; 31 us for the decode mix (T = 2^18, B = 16384):
+ * 2.2 to 2.5 TB/s of the 8 bytes per element, against about 4.3 TB/s for a device-to-device copy.
  */
 #include "d2k/solution.h"
 
@@ -28,9 +32,14 @@
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+constexpr int kDataWarps = 8;                      // warps that hold the tile
+constexpr int kDataThreads = kDataWarps * 32;
+constexpr int kThreads = kDataThreads + 32;          // plus warp 0, the look-back warp
 constexpr unsigned kFull = 0xffffffffu;
+
+// Tokens per data thread (a thread holds ITEMS x VEC floats of the tile) and the blocks per SM to fit.
+constexpr int items_for(int vec) { return vec == 4 ? 16 : 16; }
+constexpr int min_blocks(int items) { return items >= 16 ? 2 : 3; }
 
 // Tile states. Values only ever move INVALID -> AGGREGATE -> INCLUSIVE or INVALID -> INCLUSIVE.
 constexpr unsigned kInvalid = 0u;
@@ -116,23 +125,37 @@ __device__ __forceinline__ void publish(const TileStates& st, float* arr, unsign
   if (lane == 0) store_release(st.flags + id, state);
 }
 
-// One CTA scans one tile of TILE_T tokens x CW head-vectors (VEC floats each). Thread layout: lane = rl * CW + c;
-// column c is the head-vector chunk * CW + c; row-lane ri = warp * RPW + rl owns ITEMS consecutive tokens.
+// Named barriers: 1 = the data warps only, 2 = the whole block (reached from both roles' code paths). The
+// compiler does not reconverge a warp before inline asm, so reconverge explicitly, and use the non-aligned form.
+__device__ __forceinline__ void data_barrier() {
+  __syncwarp();
+  asm volatile("barrier.sync 1, %0;" ::"n"(kDataThreads) : "memory");
+}
+__device__ __forceinline__ void block_barrier() {
+  __syncwarp();
+  asm volatile("barrier.sync 2, %0;" ::"n"(kThreads) : "memory");
+}
+
+// One CTA scans one tile of TILE_T tokens x CW head-vectors (VEC floats each). Warp 0 is the look-back warp; the
+// data warps 1..kDataWarps hold the tile in registers. Data-thread layout: lane = rl * CW + c; column c is the
+// head-vector chunk * CW + c; row-lane ri = (warp - 1) * RPW + rl owns ITEMS consecutive tokens.
 template <int VEC, int CW, int ITEMS>
-__global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* __restrict__ g,
-                                                                  const int* __restrict__ cu, float* __restrict__ y,
-                                                                  int T, int H, int B, int n_chunks, TileStates st) {
+__global__ void __launch_bounds__(kThreads, min_blocks(ITEMS))
+    segmented_scan_kernel(const float* __restrict__ g, const int* __restrict__ cu, float* __restrict__ y, int T,
+                          int H, int B, int n_chunks, TileStates st) {
   constexpr int RPW = 32 / CW;              // row-lanes per warp
-  constexpr int TILE_T = kWarps * RPW * ITEMS;
+  constexpr int TILE_T = kDataWarps * RPW * ITEMS;
   constexpr int NWORDS = TILE_T / 32;
   constexpr int CWV = CW * VEC;
   static_assert(ITEMS <= 16 && (32 % ITEMS) == 0, "a thread's head bits must sit in one bitmap word");
   static_assert(TILE_T % 32 == 0, "bitmap words");
 
-  __shared__ unsigned s_heads[NWORDS];      // bit r: token t0 + r starts a sequence
-  __shared__ float s_warp_v[kWarps][CWV];   // per-warp segmented aggregates, per column
-  __shared__ int s_warp_f[kWarps];          // per-warp "holds a segment head"
-  __shared__ float s_excl[CWV];             // running sum entering the tile, per column
+  __shared__ unsigned s_heads[NWORDS];         // bit r: token t0 + r starts a sequence
+  __shared__ float s_warp_v[kDataWarps][CWV];  // per-data-warp segmented aggregates, per column
+  __shared__ int s_warp_f[kDataWarps];         // per-data-warp "holds a segment head"
+  __shared__ float s_agg[CWV];                 // the tile's segmented aggregate, per column
+  __shared__ int s_agg_f;                      // the tile holds a segment head
+  __shared__ float s_excl[CWV];                // running sum entering the tile, per column
   __shared__ int s_tile;
 
   const int tid = threadIdx.x;
@@ -140,7 +163,6 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
   const int warp = tid >> 5;
   const int c = lane % CW;
   const int rl = lane / CW;
-  const int ri = warp * RPW + rl;
 
   if (tid == 0) s_tile = static_cast<int>(atomicAdd(st.counter, 1u));
   for (int w = tid; w < NWORDS; w += kThreads) s_heads[w] = 0u;
@@ -153,14 +175,15 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
   const int HV = H / VEC;
   const int hv = chunk * CW + c;
   const bool col_ok = hv < HV;
+  const int ri = (warp - 1) * RPW + rl;       // data warps only
   const int row0 = t0 + ri * ITEMS;
 
-  // Issue the tile's loads first; their latency overlaps the search of cu_seqlens below.
+  // Data warps issue the tile's loads first; their latency overlaps the search and the look-back below.
   Vec<VEC> x[ITEMS];
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int row = row0 + i;
-    if (col_ok && row < T) {
+    if (warp != 0 && col_ok && row < T) {
       load_stream<VEC>(x[i], g + static_cast<size_t>(row) * H + static_cast<size_t>(hv) * VEC);
     } else {
 #pragma unroll
@@ -180,15 +203,91 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
     lo += cnt * stride;
     hi = min(lo + stride, hi);
   }
+
+  if (warp == 0) {
+    // ---------------- look-back warp: the running sum entering the tile, while the data warps load and scan.
+    // No look-back when the tile starts a sequence (tile 0 always does: cu[0] = 0).
+    const bool need_lookback = __ldg(cu + lo) != t0;
+    Vec<VEC> acc;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) acc.v[k] = 0.f;
+    if (need_lookback) {
+      // Lane L watches predecessor tile pt - L; the window moves back 32 tiles until it meets an INCLUSIVE one.
+      // Predecessors publish AGGREGATE or INCLUSIVE as soon as their own data is scanned, without waiting for
+      // anything, and tile 0 publishes INCLUSIVE, so the walk ends.
+      int pt = t_tile - 1;
+      while (true) {
+        const int mine = pt - lane;
+        const unsigned* fp = st.flags + static_cast<ptrdiff_t>(mine) * n_chunks + chunk;
+        unsigned s = kInclusive;  // below tile 0: a sentinel, never reached with valid cu_seqlens
+        if (mine >= 0) s = load_acquire(fp);
+        while (__any_sync(kFull, s == kInvalid)) {
+          if (s == kInvalid) s = load_acquire(fp);
+        }
+        __syncwarp();  // orders the flag reads of every lane before the value reads of the others
+        const unsigned incl_mask = __ballot_sync(kFull, s == kInclusive);
+        const int last = incl_mask ? __ffs(static_cast<int>(incl_mask)) - 1 : 31;
+        // Sum the values of predecessors pt .. pt - last; lanes split them by rl (k = rl + it * RPW) and
+        // the columns by c. The loads of a batch are independent and all in flight at once.
+        constexpr int kIters = 32 / RPW;
+        constexpr int kBatch = kIters < 8 ? kIters : 8;
+#pragma unroll
+        for (int b0 = 0; b0 < kIters; b0 += kBatch) {
+          if (rl + b0 * RPW > last) break;
+          Vec<VEC> v[kBatch];
+#pragma unroll
+          for (int it = 0; it < kBatch; ++it) {
+            const int k = rl + (b0 + it) * RPW;
+            const int tk = pt - k;
+            if (k <= last && tk >= 0) {
+              const float* src = ((incl_mask >> k) & 1u) ? st.incl : st.agg;
+              load_l2<VEC>(v[it], src + static_cast<size_t>(tk * n_chunks + chunk) * CWV + c * VEC);
+            } else {
+#pragma unroll
+              for (int q = 0; q < VEC; ++q) v[it].v[q] = 0.f;
+            }
+          }
+#pragma unroll
+          for (int it = 0; it < kBatch; ++it) {
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) acc.v[q] += v[it].v[q];
+          }
+        }
+        if (incl_mask) break;
+        pt -= 32;
+      }
+#pragma unroll
+      for (int o = CW; o < 32; o <<= 1) {
+#pragma unroll
+        for (int q = 0; q < VEC; ++q) acc.v[q] += __shfl_xor_sync(kFull, acc.v[q], o);
+      }
+    }
+    if (lane < CW) {
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) s_excl[c * VEC + q] = acc.v[q];
+    }
+    block_barrier();  // s_excl out; s_agg, s_agg_f in
+    if (need_lookback && !s_agg_f) {
+      Vec<VEC> inc;
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) inc.v[q] = acc.v[q] + s_agg[c * VEC + q];
+      publish<VEC, CW>(st, st.incl, kInclusive, id, lane, inc);
+    }
+    return;
+  }
+
+  // ---------------- data warps
+  const int dt = tid - 32;
+  const int dw = warp - 1;
   // Mark the heads inside the tile: cu[j] for j in [lo, B) with t0 <= cu[j] < tile end.
   const int t_end = min(t0 + TILE_T, T);
-  for (int j = lo + tid; j < B; j += kThreads) {
+  for (int j = lo + dt; j < B; j += kDataThreads) {
     const int s = __ldg(cu + j);
     if (s >= t_end) break;
     if (s >= t0) atomicOr(&s_heads[(s - t0) >> 5], 1u << ((s - t0) & 31));
   }
-  if (t0 == 0 && tid == 0) atomicOr(&s_heads[0], 1u);  // token 0 always starts a sequence
-  __syncthreads();
+  if (t0 == 0 && dt == 0) atomicOr(&s_heads[0], 1u);  // token 0 always starts a sequence
+  data_barrier();
 
   const int bit0 = ri * ITEMS;
   const unsigned fm = (s_heads[bit0 >> 5] >> (bit0 & 31)) & ((1u << ITEMS) - 1u);
@@ -237,17 +336,17 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
   }
   if (rl == RPW - 1) {
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) s_warp_v[warp][c * VEC + k] = wv.v[k];
-    if (c == 0) s_warp_f[warp] = wf;
+    for (int k = 0; k < VEC; ++k) s_warp_v[dw][c * VEC + k] = wv.v[k];
+    if (c == 0) s_warp_f[dw] = wf;
   }
-  __syncthreads();
+  data_barrier();
 
-  // 3. Prefix of the earlier warps of the tile, then the thread's exclusive prefix within the tile.
+  // 3. Prefix of the earlier data warps, then the thread's exclusive prefix within the tile.
   Vec<VEC> pv;
   int pf = 0;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) pv.v[k] = 0.f;
-  for (int u = 0; u < warp; ++u) {
+  for (int u = 0; u < dw; ++u) {
     const int uf = s_warp_f[u];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) pv.v[k] = uf ? s_warp_v[u][c * VEC + k] : pv.v[k] + s_warp_v[u][c * VEC + k];
@@ -259,73 +358,28 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
   for (int k = 0; k < VEC; ++k) tp.v[k] = ef ? ev.v[k] : pv.v[k] + ev.v[k];
   tf = ef | pf;
 
-  // 4. Warp 0: publish the tile's state, then look back if the tile's first token continues a sequence.
-  if (warp == 0) {
-    Vec<VEC> av;  // the tile's segmented aggregate for column c (sum since the tile's last head)
+  // 4. First data warp: the tile's aggregate. A tile holding a head knows the running sum at its end now and
+  //    publishes INCLUSIVE; one without publishes its sum (AGGREGATE), and the look-back warp completes it.
+  if (dw == 0) {
+    Vec<VEC> av;  // sum since the tile's last head, column c
     int af = 0;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) av.v[k] = 0.f;
 #pragma unroll
-    for (int u = 0; u < kWarps; ++u) {
+    for (int u = 0; u < kDataWarps; ++u) {
       const int uf = s_warp_f[u];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) av.v[k] = uf ? s_warp_v[u][c * VEC + k] : av.v[k] + s_warp_v[u][c * VEC + k];
       af |= uf;
     }
-    // A tile holding a head knows the running sum at its end now; one without publishes its sum for now.
     publish<VEC, CW>(st, af ? st.incl : st.agg, af ? kInclusive : kAggregate, id, lane, av);
-
-    const bool need_lookback = !(s_heads[0] & 1u);
-    Vec<VEC> acc;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) acc.v[k] = 0.f;
-    if (need_lookback) {
-      // Lane L watches predecessor tile pt - L; the window moves back 32 tiles until it meets an INCLUSIVE
-      // one. Tile 0 always holds a head (token 0), so the walk ends at t_tile >= 0.
-      int pt = t_tile - 1;
-      while (true) {
-        const int mine = pt - lane;
-        const unsigned* fp = st.flags + static_cast<ptrdiff_t>(mine) * n_chunks + chunk;
-        unsigned s = kInclusive;  // below tile 0: a sentinel, never reached in practice
-        if (mine >= 0) s = load_acquire(fp);
-        while (__any_sync(kFull, s == kInvalid)) {
-          if (s == kInvalid) s = load_acquire(fp);
-        }
-        __syncwarp();  // orders the flag reads of every lane before the value reads of the others
-        const unsigned incl_mask = __ballot_sync(kFull, s == kInclusive);
-        const int last = incl_mask ? __ffs(static_cast<int>(incl_mask)) - 1 : 31;
-        // Sum the values of predecessors pt .. pt - last; lanes split them by rl, columns by c.
-        for (int k = rl; k <= last; k += RPW) {
-          const int tk = pt - k;
-          if (tk < 0) break;
-          const int sid = tk * n_chunks + chunk;
-          const float* src = ((incl_mask >> k) & 1u) ? st.incl : st.agg;
-          Vec<VEC> v;
-          load_l2<VEC>(v, src + static_cast<size_t>(sid) * CWV + c * VEC);
-#pragma unroll
-          for (int q = 0; q < VEC; ++q) acc.v[q] += v.v[q];
-        }
-        if (incl_mask) break;
-        pt -= 32;
-      }
-#pragma unroll
-      for (int o = CW; o < 32; o <<= 1) {
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) acc.v[q] += __shfl_xor_sync(kFull, acc.v[q], o);
-      }
-      if (!af) {
-        Vec<VEC> inc;
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) inc.v[q] = acc.v[q] + av.v[q];
-        publish<VEC, CW>(st, st.incl, kInclusive, id, lane, inc);
-      }
-    }
     if (lane < CW) {
 #pragma unroll
-      for (int q = 0; q < VEC; ++q) s_excl[c * VEC + q] = acc.v[q];
+      for (int k = 0; k < VEC; ++k) s_agg[c * VEC + k] = av.v[k];
     }
+    if (lane == 0) s_agg_f = af;
   }
-  __syncthreads();
+  block_barrier();  // s_excl in (from the look-back warp)
 
   // 5. Final values: tokens before the thread's first head take the prefix of the tile and, when no head
   //    precedes them in the tile, the running sum entering the tile.
@@ -344,8 +398,7 @@ __global__ void __launch_bounds__(kThreads) segmented_scan_kernel(const float* _
   }
 }
 
-constexpr int items_for(int vec) { return vec == 4 ? 8 : 16; }
-constexpr int tile_tokens(int vec, int cw) { return kWarps * (32 / cw) * items_for(vec); }
+constexpr int tile_tokens(int vec, int cw) { return kDataWarps * (32 / cw) * items_for(vec); }
 
 // Tile-state buffer, grown on demand and kept across calls (one stream-ordered memset resets it per call).
 // While the stream is being captured into a graph it cannot grow; then a stream-ordered allocation is used.

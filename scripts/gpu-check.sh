@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# On a GPU machine (the lent H200): builds d2k against .deps (scripts/device-deps.sh), runs every test
+# (GPU tests included), evaluates the toy task's solutions and the suite's expert solutions, and prints
+# a short table last. Logs and traces go to $OUT (or out/) for fetching.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"
+mkdir -p "$OUT"
+export D2K_CACHE="$PWD/.cache/d2k"
+PY="$(command -v python3)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+
+echo "== build"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+  -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_RPATH="$PWD/.deps/usr/lib/x86_64-linux-gnu" >"$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+cmake --build build-gpu -j 16 >>"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+
+echo "== tests"
+# Timing tests (label gpu) run alone, after the rest, so no other work shares the GPU with them.
+(cd build-gpu && ctest -j 8 -LE gpu --output-on-failure --timeout 600 >"$OUT/ctest.log" 2>&1)
+ctest_rc=$?
+(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+grep -E "tests passed|tests failed|\*\*\*Failed|Skipped|Not Run" "$OUT/ctest.log" | head -40
+
+echo "== overhead: one task, all workloads, 3 seeds, timing, baselines (compile cache cold, then warm)"
+rm -rf "$D2K_CACHE"
+for pass in cold warm; do
+  t0=$(date +%s.%N)
+  build-gpu/src/d2k eval --tasks tests/fixtures/base 1 tests/fixtures/solutions/cuda_ok --json "/tmp/overhead_$pass.json" \
+    >"/tmp/overhead_$pass.log" 2>&1
+  t1=$(date +%s.%N)
+  printf 'overhead %-5s %6.1f s  %s\n' "$pass" "$(python3 -c "print($t1 - $t0)")" \
+    "$(grep -oE 'compile cache hit|compiled in [0-9.]+ s' "/tmp/overhead_$pass.log" | head -1)" | tee -a "$OUT/summary.txt"
+done
+cp /tmp/overhead_warm.log "$OUT/"
+tail -8 "$OUT/overhead_warm.log"
+
+echo "== timing agreement and repeatability"
+python3 bench/timing_agreement.py build-gpu 2>&1 | tee "$OUT/timing_agreement.txt" | tail -8
+
+echo "== suite: expert solutions"
+build-gpu/src/d2k eval --solutions expert --json "$OUT/expert.json" 2>&1 | tee "$OUT/expert.log" | grep -v "^reference\|^check\|^timing\|^baseline"
+echo "== summary"
+cat "$OUT/summary.txt"
+echo "== ctest exit code: $ctest_rc"

@@ -1,0 +1,10 @@
+#pragma once
+// CUDA-side pieces of the worker's native module (built only with CUDA).
+#include <Python.h>
+
+namespace d2k::worker {
+int cuda_device_count();
+PyObject* cuda_device_info();  // new reference: a dict
+// Times the Python callable `fn` (it enqueues work on `stream`) with cfg's keys; returns a dict.
+PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, bool graph);
+}  // namespace d2k::worker

@@ -1,0 +1,73 @@
+// End-to-end: `d2k eval` on the toy task with each solution of tests/fixtures/solutions/, whose
+// solution.toml says the status it must get. On a machine without a GPU, CUDA solutions must come
+// back "skipped" (compiled, not run) unless they fail to compile, and only correctness workloads run.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/files.hpp"
+#include "task/solution.hpp"
+#include "test_support.hpp"
+
+namespace d2k {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> solution_cases() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(test::fixtures() / "solutions")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class EvalSolution : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EvalSolution, GetsItsExpectedStatus) {
+  auto dir = test::fixtures() / "solutions" / GetParam();
+  Diagnostics d;
+  auto sol = load_solution(dir, d);
+  ASSERT_TRUE(sol && sol->expect) << "fixture without solution.toml expect";
+  test::TempDir tmp;
+  auto json_path = tmp.path() / "traces.json";
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" + dir.string() +
+                             "' --workloads ragged,big --json '" + json_path.string() +
+                             "' --call-timeout 20 --max-time 2 --no-compile-baseline",
+                         "D2K_CACHE='" + (tmp.path() / "cache").string() + "'");
+  auto text = read_file(json_path);
+  ASSERT_TRUE(text) << "no JSON written; output:\n" << r.out;
+  auto j = nlohmann::json::parse(*text);
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  bool gpu = j[0]["gpu"];
+  const auto& traces = j[0]["traces"];
+  ASSERT_FALSE(traces.empty()) << r.out;
+  std::string want(status_name(*sol->expect));
+  if (!gpu && sol->language == Language::cuda && *sol->expect != Status::compile_error) {
+    for (const auto& t : traces) EXPECT_EQ(t["skipped"], "no GPU: compiled, not run") << r.out;
+    EXPECT_EQ(r.code, 0) << r.out;
+    GTEST_SKIP() << "no GPU: " << GetParam() << " compiled but was not run";
+  }
+  if (*sol->expect == Status::passed) {
+    EXPECT_EQ(r.code, 0) << r.out;
+    for (const auto& t : traces) {
+      EXPECT_EQ(t["status"], "passed") << t.dump(2);
+      if (gpu && t["timed"].get<bool>()) {
+        EXPECT_GT(t["performance"]["solution"]["median_ms"].get<double>(), 0) << t.dump(2);
+      }
+    }
+  } else {
+    EXPECT_EQ(r.code, 1) << r.out;
+    // Every workload fails, and the first with the expected status; the run went on to the others.
+    EXPECT_EQ(traces[0]["status"], want) << r.out;
+    for (const auto& t : traces) EXPECT_NE(t["status"], "passed") << t.dump(2);
+  }
+  if (!gpu) {
+    EXPECT_NE(r.out.find("no GPU"), std::string::npos) << "a CPU run must say so plainly:\n" << r.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EvalSolution, ::testing::ValuesIn(solution_cases()),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace d2k
