@@ -205,6 +205,28 @@ class Worker:
 
         return {"timing": self.measure(launch, req.get("timing", {}))}
 
+    def op_calibrate(self, req):
+        """The device's ceilings for speed-of-light: copy bandwidth and dense matrix rates, timed cold."""
+        if self.device != "cuda":
+            raise HarnessError("runtime_error", "calibration needs a CUDA device")
+        cfg = req.get("timing", {})
+        n = int(req.get("copy_bytes", 4 << 30)) // 4
+        src = torch.randn(n, device="cuda")
+        dst = torch.empty_like(src)
+        t = self.measure(lambda: dst.copy_(src), cfg)
+        result = {"copy_gb_per_s": 2 * n * 4 / (t["median_ms"] * 1e-3) * 1e-9, "copy_timing": t}
+        del src, dst
+        m = int(req.get("matmul_size", 8192))
+        for name, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
+            a = torch.randn(m, m, device="cuda").to(dt)
+            b = torch.randn(m, m, device="cuda").to(dt)
+            c = torch.empty(m, m, device="cuda", dtype=dt)
+            if dt == torch.float32:
+                torch.backends.cuda.matmul.allow_tf32 = False  # the plain fp32 rate, not tf32
+            tm = self.measure(lambda: torch.matmul(a, b, out=c), cfg)
+            result[f"{name}_tflop_per_s"] = 2 * m ** 3 / (tm["median_ms"] * 1e-3) * 1e-12
+        return {"calibration": result}
+
     # --- solution role -----------------------------------------------------------------------
     def op_load(self, req):
         if req["language"] == "triton":

@@ -55,9 +55,9 @@ std::string sha256_hex(const std::string& data) {
 }
 
 std::filesystem::path default_cache_dir() {
-  if (const char* c = std::getenv("D2K_CACHE"); c && *c) return std::filesystem::path(c) / "cuda";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "d2k" / "cuda";
-  return std::filesystem::temp_directory_path() / "d2k-cache" / "cuda";
+  if (const char* c = std::getenv("D2K_CACHE"); c && *c) return std::filesystem::path(c);
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "d2k";
+  return std::filesystem::temp_directory_path() / "d2k-cache";
 }
 
 CudaBuild build_cuda_solution(const std::filesystem::path& source, const CudaBuildOptions& opt) {

@@ -18,14 +18,14 @@ struct CudaBuild {
 struct CudaBuildOptions {
   std::string nvcc = "nvcc";
   std::string arch = "sm_90a";  // sm_90a -> -gencode=arch=compute_90a,code=sm_90a
-  std::filesystem::path cache_dir;
+  std::filesystem::path cache_dir;  // the folder of built libraries
   std::filesystem::path include_dir;  // holds d2k/solution.h
   int timeout_s = 300;
 };
 
 CudaBuild build_cuda_solution(const std::filesystem::path& source, const CudaBuildOptions& opt);
 
-// The default cache folder: $D2K_CACHE or ~/.cache/d2k, then /cuda.
+// The cache root: $D2K_CACHE or ~/.cache/d2k (CUDA builds in cuda/, device calibrations in calibration/).
 std::filesystem::path default_cache_dir();
 
 // SHA-256 of data, in hex (OpenSSL): cache keys and the solution hash in traces.

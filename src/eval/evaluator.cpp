@@ -9,6 +9,7 @@
 
 #include "core/expr.hpp"
 #include "core/files.hpp"
+#include "d2k/build_info.hpp"
 #include "eval/cuda_build.hpp"
 #include "eval/process.hpp"
 #include "eval/tensor_file.hpp"
@@ -103,7 +104,60 @@ std::optional<Status> status_of(const json& body) {
   return parse_status(body.value("status", "runtime_error")).value_or(Status::runtime_error);
 }
 
+std::string device_key(const json& env) {
+  std::string k = fmt::format("{}_{}sm_{}", env.value("gpu", "unknown"), env.value("sm_count", 0),
+                              env.value("memory_bytes", 0LL));
+  for (auto& c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return k;
+}
+
 }  // namespace
+
+double WorkloadTrace::pct_speed_of_light() const {
+  if (!timing || timing->median_ms <= 0 || ceiling <= 0) return 0;
+  double s = timing->median_ms * 1e-3;
+  double achieved = bound == "compute" ? flops / s * 1e-12 : bytes / s * 1e-9;
+  return 100.0 * achieved / ceiling;
+}
+
+std::optional<json> load_calibration(const fs::path& cache_dir, const json& environment) {
+  auto text = read_file(cache_dir / "calibration" / (device_key(environment) + ".json"));
+  if (!text) return std::nullopt;
+  try {
+    return json::parse(*text);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+json calibrate_device(const EvalOptions& opt, bool force) {
+  std::random_device rd;
+  auto scratch = fs::temp_directory_path() / fmt::format("d2k-calibrate-{:08x}", rd());
+  for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache"}) fs::create_directories(scratch / sub);
+  std::string why;
+  auto w = start_worker(opt, scratch, "calibrate", false, why);
+  if (!w.proc) throw std::runtime_error(why);
+  if (w.environment.value("device", "cpu") != "cuda") throw std::runtime_error("no GPU: nothing to calibrate");
+  auto cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+  if (!force)
+    if (auto c = load_calibration(cache, w.environment)) return *c;
+  w.proc->send({{"op", "calibrate"}, {"timing", {{"max_rel_stderr", 0.005}, {"max_wall_time_s", 10}}}});
+  auto r = w.proc->receive(std::chrono::seconds(300));
+  if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
+    throw std::runtime_error("calibration failed: " + (r.outcome == ChildProcess::Outcome::response
+                                                           ? r.body.value("error", "")
+                                                           : w.proc->log_tail()));
+  json rec = r.body["calibration"];
+  rec["environment"] = w.environment;
+  fs::create_directories(cache / "calibration");
+  write_file_atomic(cache / "calibration" / (device_key(w.environment) + ".json"), rec.dump(2));
+  w.proc->send({{"op", "exit"}});
+  w.proc->wait();
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return rec;
+}
 
 json WorkloadTrace::to_json() const {
   json checks_j = json::array();
@@ -140,7 +194,13 @@ json WorkloadTrace::to_json() const {
   if (!compiled_skipped.empty()) perf["torch_compile_skipped"] = compiled_skipped;
   perf["flops"] = flops;
   perf["bytes"] = bytes;
+  perf["bound"] = bound;
+  if (ceiling > 0) {
+    perf["ceiling"] = ceiling;
+    perf["pct_speed_of_light"] = pct_speed_of_light();
+  }
   j["performance"] = perf;
+  j["environment"] = environment;
   return j;
 }
 
@@ -189,6 +249,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   std::vector<int> seeds;
   for (int i = 0; i < nseeds; ++i) seeds.push_back(static_cast<int>(rd() & 0x7fffffff));
 
+  std::optional<json> calibration;
   auto make_trace = [&](const Workload& w) {
     WorkloadTrace t;
     t.task = task.name;
@@ -197,6 +258,15 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     t.solution = solution.name;
     t.language = std::string(language_name(solution.language));
     t.solution_hash = hash;
+    t.bound = task.performance.bound;
+    t.environment = ev.environment;
+    if (calibration) {
+      const auto& c = *calibration;
+      std::string key = task.performance.bound == "compute" ? task.performance.compute_dtype + "_tflop_per_s"
+                                                             : std::string("copy_gb_per_s");
+      if (key == "tf32_tflop_per_s") key = "bf16_tflop_per_s";  // tf32 is not measured; bf16's rate bounds it
+      t.ceiling = c.value(key, 0.0);
+    }
     auto vars = task.vars(w);
     try {
       t.flops = task.performance.flops.empty() ? 0 : eval_expr(task.performance.flops, vars);
@@ -213,6 +283,11 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   if (!ref.proc) throw std::runtime_error(why);
   ev.environment = ref.environment;
   ev.gpu = ref.environment.value("device", "cpu") == "cuda";
+  ev.environment["d2k_version"] = build::version;
+  if (ev.gpu) {
+    calibration = load_calibration(opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir, ev.environment);
+    if (!calibration) say("no calibration for this GPU: run `d2k calibrate` to get % of speed-of-light");
+  }
   if (!ev.gpu) {
     std::vector<const Workload*> small;
     for (const auto* w : selected)
@@ -278,7 +353,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   if (solution.language == Language::cuda) {
     say("compiling " + solution.source.string());
     CudaBuildOptions bo;
-    bo.cache_dir = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+    bo.cache_dir = (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "cuda";
     bo.include_dir = opt.include_dir;
     bo.timeout_s = static_cast<int>(opt.compile_timeout.count());
     auto b = build_cuda_solution(solution.source, bo);

@@ -27,7 +27,7 @@ struct EvalOptions {
   std::filesystem::path worker;         // the d2k-worker binary
   std::filesystem::path scratch;        // per-evaluation files; a fresh temp folder if empty
   std::filesystem::path include_dir;    // holds d2k/solution.h
-  std::filesystem::path cache_dir;      // CUDA build cache
+  std::filesystem::path cache_dir;      // cache root (default_cache_dir()): CUDA builds, calibrations
   std::chrono::seconds compile_timeout{300};
   std::chrono::seconds load_timeout{180};
   std::chrono::seconds call_timeout{120};   // one checked call (includes Triton's first JIT compile)
@@ -55,7 +55,12 @@ struct WorkloadTrace {
   std::optional<Timing> eager, compiled;
   std::string compiled_skipped;
   double flops = 0, bytes = 0;
+  std::string bound;              // memory or compute: which ceiling % of speed-of-light uses
+  double ceiling = 0;             // GB/s or TFLOP/s from `d2k calibrate`; 0 when not calibrated
+  nlohmann::json environment;
   nlohmann::json to_json() const;
+  // Achieved share of the ceiling, from the manifest's bytes or flops; 0 when unknown.
+  double pct_speed_of_light() const;
 };
 
 struct EvalResult {
@@ -69,6 +74,13 @@ struct EvalResult {
 // Evaluates `solution` on `task`. Never throws for a bad solution: its failures are statuses in the traces.
 // Throws std::runtime_error only for problems of the task or the harness (the reference fails, no worker).
 EvalResult evaluate(const Task& task, const Solution& solution, const EvalOptions& opt);
+
+// Measures the device's ceilings (copy bandwidth, dense bf16/fp16/fp32 matrix rates) in a worker and caches
+// them under cache_dir/calibration/<device>.json; returns the record. Throws without a GPU.
+nlohmann::json calibrate_device(const EvalOptions& opt, bool force);
+
+// The cached calibration of the device described by `environment` (a worker's), if any.
+std::optional<nlohmann::json> load_calibration(const std::filesystem::path& cache_dir, const nlohmann::json& environment);
 
 // The geometric mean of the speedups over the eager baseline of the timed, passed workloads; 0 if none.
 double geomean_speedup(const EvalResult& e);

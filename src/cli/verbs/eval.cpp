@@ -12,20 +12,22 @@
 #include "task/manifest.hpp"
 
 namespace d2k::cli {
-namespace {
 
-std::filesystem::path self_dir() {
+// d2k-worker sits beside the d2k binary.
+std::filesystem::path worker_path() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path(".") : p.parent_path();
+  return (ec ? std::filesystem::path(".") : p.parent_path()) / "d2k-worker";
 }
+
+namespace {
 
 std::string fmt_ms(const std::optional<Timing>& t) { return t ? fmt::format("{:.4f}", t->median_ms) : "-"; }
 
 void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
   fmt::print("\n{} / {} ({})\n", task.name, sol.name, language_name(sol.language));
-  fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9}\n", "workload", "status", "median_ms", "iqr_ms",
-             "eager_ms", "speedup", "GB/s");
+  fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", "workload", "status", "median_ms", "iqr_ms",
+             "eager_ms", "speedup", "GB/s", "%SOL");
   for (const auto& t : ev.traces) {
     std::string speed = "-", gbs = "-", iqr = "-";
     if (t.timing) {
@@ -38,8 +40,10 @@ void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
       fmt::print("{:<26} skipped: {}\n", t.workload, t.skipped);
       continue;
     }
-    fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9}\n", t.workload, status_name(t.status),
-               t.status == Status::passed ? fmt_ms(t.timing) : "-", iqr, fmt_ms(t.eager), speed, gbs);
+    double pct = t.pct_speed_of_light();
+    fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", t.workload, status_name(t.status),
+               t.status == Status::passed ? fmt_ms(t.timing) : "-", iqr, fmt_ms(t.eager), speed, gbs,
+               pct > 0 ? fmt::format("{:.0f}", pct) : "-");
   }
   if (double g = geomean_speedup(ev); g > 0) fmt::print("geometric-mean speedup vs eager: {:.2f}x\n", g);
   for (const auto& t : ev.traces)
@@ -131,7 +135,7 @@ int run_eval(const std::vector<std::string>& args) {
   opt.max_time_per_workload_s = max_time;
   opt.call_timeout = std::chrono::seconds(call_timeout);
   opt.load_timeout = std::chrono::seconds(load_timeout);
-  opt.worker = self_dir() / "d2k-worker";
+  opt.worker = worker_path();
   opt.include_dir = std::filesystem::path(build::source_dir) / "include";
   bool tty = isatty(2);
   opt.progress = [tty](const std::string& line) {
