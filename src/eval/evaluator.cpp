@@ -323,28 +323,64 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       ref_files[w->name].push_back(r.body);
     }
     if (ev.gpu && w->timed && opt.baselines) {
-      for (std::string mode : {"eager", "compile"}) {
-        if (mode == "compile" && !opt.compile_baseline) continue;
-        say(fmt::format("baseline {} {}", mode, w->name));
-        ref.proc->send({{"op", "baseline"}, {"mode", mode}, {"reference_path", (task.dir / "reference.py").string()},
-                        {"workload", workload_json(*w)}, {"inputs", inputs}, {"params", params_json(task)},
-                        {"input_files", ref_files[w->name][0]["inputs"]}, {"timing", timing_cfg}});
-        auto r = ref.proc->receive(opt.timing_timeout);
-        if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
-          throw std::runtime_error(fmt::format("timing the reference ({}) failed on {}: {}", mode, w->name,
-                                               r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
-                                                                                           : ref.proc->log_tail()));
-        if (r.body.contains("skipped"))
-          compile_skipped[w->name] = r.body["skipped"];
-        else if (mode == "eager")
-          baselines[w->name].first = parse_timing(r.body["timing"]);
-        else
-          baselines[w->name].second = parse_timing(r.body["timing"]);
-      }
+      say(fmt::format("baseline eager {}", w->name));
+      ref.proc->send({{"op", "baseline"}, {"mode", "eager"}, {"reference_path", (task.dir / "reference.py").string()},
+                      {"workload", workload_json(*w)}, {"inputs", inputs}, {"params", params_json(task)},
+                      {"input_files", ref_files[w->name][0]["inputs"]}, {"timing", timing_cfg}});
+      auto r = ref.proc->receive(opt.timing_timeout);
+      if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
+        throw std::runtime_error(fmt::format("timing the reference failed on {}: {}", w->name,
+                                             r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
+                                                                                         : ref.proc->log_tail()));
+      baselines[w->name].first = parse_timing(r.body["timing"]);
     }
   }
   ref.proc->send({{"op", "exit"}});
   ref.proc->wait();
+
+  // torch.compile baselines, in a worker of their own: a compilation that fails or runs past its time
+  // (a Python loop over thousands of segments unrolls) makes the baseline absent, not the evaluation fail.
+  if (ev.gpu && opt.baselines && opt.compile_baseline) {
+    Worker cw;
+    for (const auto* w : selected) {
+      if (!w->timed) continue;
+      if (!cw.proc) {
+        std::string cwhy;
+        cw = start_worker(opt, scratch, "compile", false, cwhy);
+        if (!cw.proc) {
+          compile_skipped[w->name] = cwhy;
+          continue;
+        }
+      }
+      auto vars = task.vars(*w);
+      json inputs = json::array();
+      for (const auto& sp : task.inputs) inputs.push_back(spec_json(sp, vars));
+      say(fmt::format("baseline torch.compile {}", w->name));
+      cw.proc->send({{"op", "baseline"}, {"mode", "compile"}, {"reference_path", (task.dir / "reference.py").string()},
+                     {"workload", workload_json(*w)}, {"inputs", inputs}, {"params", params_json(task)},
+                     {"input_files", ref_files[w->name][0]["inputs"]}, {"timing", timing_cfg}});
+      auto r = cw.proc->receive(opt.compile_baseline_timeout);
+      if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) {
+        if (r.body.contains("skipped"))
+          compile_skipped[w->name] = r.body["skipped"];
+        else
+          baselines[w->name].second = parse_timing(r.body["timing"]);
+        continue;
+      }
+      compile_skipped[w->name] =
+          r.outcome == ChildProcess::Outcome::timeout
+              ? fmt::format("torch.compile ran past {} s", opt.compile_baseline_timeout.count())
+              : "torch.compile failed: " +
+                    (r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "") : cw.proc->log_tail(600));
+      cw.proc->kill();
+      cw.proc->wait();
+      cw.proc.reset();
+    }
+    if (cw.proc) {
+      cw.proc->send({{"op", "exit"}});
+      cw.proc->wait();
+    }
+  }
 
   // 2. Build (CUDA C++).
   std::optional<Status> all_failed;

@@ -32,6 +32,7 @@ struct EvalOptions {
   std::chrono::seconds load_timeout{180};
   std::chrono::seconds call_timeout{120};   // one checked call (includes Triton's first JIT compile)
   std::chrono::seconds timing_timeout{300};
+  std::chrono::seconds compile_baseline_timeout{120};  // torch.compile of the reference, then its timing
   std::function<void(const std::string&)> progress;  // one line per step; may be empty
 };
 

@@ -21,7 +21,7 @@ struct TimingConfig {
   ThrottleConfig throttle;
   bool flush_l2 = true;            // false only for warm measurements (tests, cross-checks)
   double clock_probe_us = 10;      // global-time span of each clock probe; 0 turns probing off
-  std::size_t warmup_samples = 3;  // full samples taken and dropped first (module loading, caches)
+  std::size_t warmup_samples = 3;  // full samples dropped first, after one unblocked call (module loading)
   double block_timeout_s = 2.0;    // the blocking kernel gives up after this and the sample throws
 };
 
