@@ -10,11 +10,32 @@ export D2K_CACHE="$PWD/.cache/d2k"
 PY="$(command -v python3)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 
+QUICK=0
+[[ "${1:-}" == "--quick" ]] && QUICK=1  # a short device budget: GPU tests, three toy solutions, the experts
+
 echo "== build"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
   -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_RPATH="$PWD/.deps/usr/lib/x86_64-linux-gnu" >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build build-gpu -j 16 >>"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+TARGETS=()
+((QUICK)) && TARGETS=(--target d2k d2k-worker d2k_gpu_tests)
+cmake --build build-gpu -j 16 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+
+if ((QUICK)); then
+  echo "== GPU timing tests"
+  build-gpu/tests/gpu/d2k_gpu_tests 2>&1 | tee "$OUT/ctest.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \]|FAILED  \]|measured|TB/s|us" | head -30
+  echo "== toy solutions"
+  for s in cuda_ok triton_ok cuda_illegal_address; do
+    build-gpu/src/d2k eval --tasks tests/fixtures/base 1 tests/fixtures/solutions/$s --workloads ragged,huge \
+      --no-compile-baseline --max-time 2 --call-timeout 30 >"/tmp/toy_$s.log" 2>&1 &
+  done
+  wait
+  for s in cuda_ok triton_ok cuda_illegal_address; do grep -v "^reference\|^check\|^timing\|^baseline\|^start" "/tmp/toy_$s.log"; done | tee "$OUT/summary.txt"
+  echo "== expert solutions"
+  build-gpu/src/d2k eval --solutions expert --no-compile-baseline --max-time 2 --json "$OUT/expert.json" 2>&1 \
+    | tee "$OUT/expert.log" | grep -v "^reference\|^check\|^timing\|^baseline\|^start"
+  exit 0
+fi
 
 echo "== tests"
 # Timing tests (label gpu) run alone, after the rest, so no other work shares the GPU with them.

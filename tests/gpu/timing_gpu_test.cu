@@ -111,9 +111,8 @@ TEST_F(TimingGpu, SpinKernelOfKnownDuration) {
     EXPECT_NE(r.stop, StopReason::none);
     EXPECT_TRUE(std::isfinite(r.sm_clock_mhz));
     EXPECT_EQ(r.samples_ms.size(), r.stats.count);
+    if (us >= 500) EXPECT_NEAR(r.stats.median * 1e3, us, 0.03 * us);  // uncorrected: the fixed cost is <1%
   }
-  const TimingResult r500 = timer.measure_cold(spin(500), stream_);
-  EXPECT_NEAR(r500.stats.median * 1e3, 500, 0.03 * 500);  // uncorrected, at 500 us the fixed cost is <1%
 }
 
 TEST_F(TimingGpu, CopyBandwidth) {
