@@ -450,6 +450,8 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         if (r.body.value("ok", false)) return r.body;
         t.status = *status_of(r.body);
         t.message = r.body.value("error", "");
+        // A CUDA error poisons the process's context: the next workload gets a fresh worker.
+        if (t.status == Status::runtime_error) drop_worker();
         return std::nullopt;
       case ChildProcess::Outcome::timeout:
         t.status = Status::timeout;
