@@ -213,9 +213,11 @@ struct ColdTimer::Impl {
     if (probe) launch_probe(s, 0, cfg.clock_probe_us);
     {
       ReleaseOnExit guard(mapped);
-      block_stream_kernel<<<1, 1, 0, s>>>(&mapped_dev->release, &mapped_dev->timed_out,
-                                          static_cast<unsigned long long>(cfg.block_timeout_s * 1e9));
-      D2K_CUDA(cudaGetLastError());
+      if (cfg.block_stream) {
+        block_stream_kernel<<<1, 1, 0, s>>>(&mapped_dev->release, &mapped_dev->timed_out,
+                                            static_cast<unsigned long long>(cfg.block_timeout_s * 1e9));
+        D2K_CUDA(cudaGetLastError());
+      }
       D2K_CUDA(cudaEventRecord(start, s));
       enqueue(s);
       D2K_CUDA(cudaEventRecord(stop, s));

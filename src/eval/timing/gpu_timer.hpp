@@ -23,6 +23,9 @@ struct TimingConfig {
   double clock_probe_us = 10;      // global-time span of each clock probe; 0 turns probing off
   std::size_t warmup_samples = 3;  // full samples dropped first, after one unblocked call (module loading)
   double block_timeout_s = 2.0;    // the blocking kernel gives up after this and the sample throws
+  // false: no blocking kernel, for trusted code that synchronizes with the GPU inside the launch (an eager
+  // PyTorch reference reading sizes with .item()); its host gaps then count, as they do for its users.
+  bool block_stream = true;
 };
 
 struct TimingResult {
