@@ -114,6 +114,31 @@ def failure_status(e):
     return "runtime_error"
 
 
+def fingerprints(tensors, stream_only=False):
+    """A cheap content digest per tensor (sums of its raw words, all and every third), read back to the host
+    without materializing a widened copy."""
+    out = []
+    for t in tensors:
+        flat = t.detach().reshape(-1)
+        if flat.numel() == 0:
+            out.append((0, 0))
+            continue
+        raw = flat.view(torch.uint8)
+        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+        pair = torch.stack([words.sum(dtype=torch.int64), words[::3].sum(dtype=torch.int64)])
+        if stream_only and pair.is_cuda:
+            torch.cuda.current_stream().synchronize()
+        out.append(tuple(int(v) for v in pair.cpu()))
+    return out
+
+
+def check_inputs_unchanged(specs, inputs, pristine):
+    for spec, t, p in zip(specs, inputs, pristine):
+        if not torch.equal(t, p) and not (t.is_floating_point() and torch.equal(t.isnan(), p.isnan())
+                                          and torch.equal(t.nan_to_num(), p.nan_to_num())):
+            raise HarnessError("compliance_violation", f"the solution modified its input '{spec['name']}'")
+
+
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -130,6 +155,11 @@ class Worker:
     # --- environment -------------------------------------------------------------------------
     def environment(self):
         env = {"torch": torch.__version__, "python": sys.version.split()[0], "device": self.device}
+        try:
+            import socket
+            env["network_interfaces"] = sorted(name for _, name in socket.if_nameindex())
+        except OSError:
+            env["network_interfaces"] = []
         try:
             import triton
             env["triton"] = triton.__version__
@@ -266,47 +296,78 @@ class Worker:
         return [poison_(torch.empty(s["shape"], dtype=torch_dtype(s["dtype"]), device=self.device)) for s in specs]
 
     def op_run(self, req):
-        """One checked call: fresh poisoned outputs, solve, synchronize, outputs to files."""
+        """One checked call: fresh poisoned outputs, solve, then the runtime checks, outputs to files."""
         inputs = [read_tensor(req["input_files"][s["name"]], self.device) for s in req["inputs"]]
+        pristine = [t.clone() for t in inputs]
         outputs = self.alloc_outputs(req["outputs"])
         params = typed_params(req["params"], req["workload"].get("params", {}))
         sync(self.device)
         try:
             self.call_solution(inputs, outputs, params, req["params"])
+            # Deferred writes: fingerprint the outputs once the given stream is done, then again after the
+            # whole device and any helper thread had time to finish. Work outside the stream shows up here.
+            first = fingerprints(outputs, stream_only=True)
             sync(self.device)
+            time.sleep(0.002)
+            sync(self.device)
+            if fingerprints(outputs) != first:
+                raise HarnessError("compliance_violation",
+                                   "outputs changed after the call's stream finished: work ran outside the given "
+                                   "stream (a side stream, a thread, or deferred work)")
         except HarnessError:
             raise
         except Exception as e:  # noqa: BLE001
             raise HarnessError(failure_status(e), "the solution raised:\n" + traceback.format_exc(limit=8))
+        check_inputs_unchanged(req["inputs"], inputs, pristine)
+        return {"outputs": self.write_outputs(req["outputs"], outputs, req["out_dir"])}
+
+    def write_outputs(self, specs, outputs, out_dir, suffix=""):
         files = {}
-        for spec, t in zip(req["outputs"], outputs):
-            path = os.path.join(req["out_dir"], f"out_{spec['name']}.d2kt")
+        for spec, t in zip(specs, outputs):
+            path = os.path.join(out_dir, f"out_{spec['name']}{suffix}.d2kt")
             write_tensor(path, t)
             files[spec["name"]] = path
-        return {"outputs": files}
+        return files
 
     def op_time(self, req):
-        """Cold timing over several input sets (rotated, so no set is reused back to back)."""
+        """Cold timing over several input sets (rotated, so no set is reused back to back). Afterwards the
+        outputs of each set's last timed call go back to the supervisor to be checked too, the inputs must be
+        unchanged, and a host wall-clock measurement brackets the event times."""
         sets = []
         for files in req["input_sets"]:
             inputs = [read_tensor(files[s["name"]], self.device) for s in req["inputs"]]
-            sets.append((inputs, self.alloc_outputs(req["outputs"])))
+            sets.append((inputs, [t.clone() for t in inputs], self.alloc_outputs(req["outputs"])))
         params = typed_params(req["params"], req["workload"].get("params", {}))
         state = {"i": 0}
 
         def launch():
-            inputs, outputs = sets[state["i"] % len(sets)]
+            inputs, _, outputs = sets[state["i"] % len(sets)]
             state["i"] += 1
             self.call_solution(inputs, outputs, params, req["params"])
 
         try:
             launch()  # warm-up: JIT compilation and module load stay out of the samples
             sync(self.device)
-            return {"timing": self.measure(launch, req.get("timing", {}))}
+            timing = self.measure(launch, req.get("timing", {}))
+            walls = [native.measure_wall_ms(launch, torch.cuda.current_stream().cuda_stream) for _ in range(3)]
+            timing["wall_min_ms"] = min(walls)
+            # Every set ran at least once more after the warm-up; poison, rerun each once, so what comes back
+            # is the output of a call that cannot have been served from an earlier one.
+            for inputs, _, outputs in sets:
+                for t in outputs:
+                    poison_(t)
+            for _ in range(len(sets)):
+                launch()
+            sync(self.device)
         except HarnessError:
             raise
-        except Exception:  # noqa: BLE001
-            raise HarnessError("runtime_error", "the solution raised while timed:\n" + traceback.format_exc(limit=8))
+        except Exception as e:  # noqa: BLE001
+            raise HarnessError(failure_status(e), "the solution raised while timed:\n" + traceback.format_exc(limit=8))
+        for inputs, pristine, _ in sets:
+            check_inputs_unchanged(req["inputs"], inputs, pristine)
+        timed_outputs = [self.write_outputs(req["outputs"], outputs, req["out_dir"], f"_timed{k}")
+                         for k, (_, _, outputs) in enumerate(sets)]
+        return {"timing": timing, "timed_outputs": timed_outputs}
 
     def measure(self, launch, cfg):
         if self.device != "cuda" or native is None or not native.has_cuda():

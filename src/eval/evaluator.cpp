@@ -65,7 +65,13 @@ Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::
   auto log = scratch / fmt::format("{}-{}.log", role, ++counter);
   auto harness = fs::path(opt.worker).parent_path();  // unused when the binary knows its harness
   (void)harness;
-  w.proc = std::make_unique<ChildProcess>(std::vector<std::string>{opt.worker.string()}, worker_env(scratch, interpret), log);
+  // Solution workers get no network and bounded files; trusted reference workers only the file bound.
+  ChildLimits limits;
+  limits.isolate_network = role == "solution";
+  limits.max_file_bytes = 64ull << 30;
+  limits.max_open_files = 4096;
+  w.proc = std::make_unique<ChildProcess>(std::vector<std::string>{opt.worker.string()}, worker_env(scratch, interpret),
+                                          log, limits);
   auto r = w.proc->receive(opt.load_timeout);
   if (r.outcome != ChildProcess::Outcome::response || r.body.value("event", "") != "ready") {
     w.proc->kill();
@@ -207,7 +213,8 @@ json WorkloadTrace::to_json() const {
 json EvalResult::to_json() const {
   json t = json::array();
   for (const auto& tr : traces) t.push_back(tr.to_json());
-  return {{"environment", environment}, {"gpu", gpu}, {"compile_log", compile_log}, {"traces", t}};
+  return {{"environment", environment}, {"solution_environment", solution_environment}, {"gpu", gpu},
+          {"compile_log", compile_log}, {"traces", t}};
 }
 
 double geomean_speedup(const EvalResult& e) {
@@ -409,6 +416,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     if (sol.proc) return true;
     std::string w_why;
     sol = start_worker(opt, scratch, "solution", !ev.gpu, w_why);
+    if (sol.proc) ev.solution_environment = sol.environment;
     if (!sol.proc) {
       all_failed = Status::runtime_error;
       all_failed_msg = w_why;
@@ -469,6 +477,27 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     return std::nullopt;
   };
 
+  // Timing integrity: the host wall clock must bracket the event times (work hidden on another stream is
+  // outside the events but inside the wall clock), and no time may beat the physical floor.
+  auto integrity_checks = [&](WorkloadTrace& t) {
+    const auto& tm = *t.timing;
+    double wall = tm.raw.value("wall_min_ms", 0.0);
+    if (wall > 0 && wall - tm.median_ms > std::max(tm.median_ms, 0.5)) {
+      t.status = Status::compliance_violation;
+      t.message = fmt::format("events say {:.4f} ms but the host wall clock says at least {:.4f} ms: work ran outside "
+                              "the timed stream",
+                              tm.median_ms, wall);
+      return;
+    }
+    // The manifest's flops and bytes are the expert algorithm's minimum; 1.3x the calibrated ceiling leaves room
+    // for a kernel that beats the calibration's copy or matrix product.
+    if (t.ceiling > 0 && tm.median_ms > 0 && t.pct_speed_of_light() > 130) {
+      t.status = Status::compliance_violation;
+      t.message = fmt::format("{:.4f} ms is {:.0f}% of speed-of-light: below the physical floor, not a real time",
+                              tm.median_ms, t.pct_speed_of_light());
+    }
+  };
+
   for (const auto* w : selected) {
     auto t = make_trace(*w);
     auto vars = task.vars(*w);
@@ -492,6 +521,27 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     json inputs = json::array(), outputs = json::array();
     for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
     for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
+    // Output files are read from where the supervisor told the worker to write them, never from paths the
+    // worker reports: a hostile worker could point at the expected outputs.
+    auto check_outputs = [&](const json& expected_files, const fs::path& out_dir, const std::string& suffix) {
+      std::vector<OutputCheck> checks;
+      for (const auto& spec : task.outputs) {
+        std::vector<int64_t> shape;
+        for (const auto& e : spec.shape) shape.push_back(eval_dim(e, vars));
+        try {
+          auto expected = read_tensor_file(expected_files[spec.name].get<std::string>());
+          auto got = read_tensor_file(out_dir / fmt::format("out_{}{}.d2kt", spec.name, suffix));
+          checks.push_back(compare_output(spec, got, expected, shape));
+        } catch (const std::exception& e) {
+          OutputCheck c;
+          c.name = spec.name;
+          c.status = Status::runtime_error;
+          c.message = fmt::format("{}: unreadable output: {}", spec.name, e.what());
+          checks.push_back(c);
+        }
+      }
+      return checks;
+    };
     bool ok = true;
     for (std::size_t k = 0; k < seeds.size() && ok; ++k) {
       say(fmt::format("check {} seed {}/{}", w->name, k + 1, seeds.size()));
@@ -506,23 +556,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         break;
       }
       t.seeds_checked.push_back(seeds[k]);
-      std::vector<OutputCheck> checks;
-      for (std::size_t o = 0; o < task.outputs.size(); ++o) {
-        const auto& spec = task.outputs[o];
-        std::vector<int64_t> shape;
-        for (const auto& e : spec.shape) shape.push_back(eval_dim(e, vars));
-        try {
-          auto expected = read_tensor_file(rf["expected"][spec.name].get<std::string>());
-          auto got = read_tensor_file((*body)["outputs"][spec.name].get<std::string>());
-          checks.push_back(compare_output(spec, got, expected, shape));
-        } catch (const std::exception& e) {
-          OutputCheck c;
-          c.name = spec.name;
-          c.status = Status::runtime_error;
-          c.message = fmt::format("{}: unreadable output: {}", spec.name, e.what());
-          checks.push_back(c);
-        }
-      }
+      auto checks = check_outputs(rf["expected"], out_dir, "");
       t.checks = checks;
       for (const auto& c : checks)
         if (c.status != Status::passed) {
@@ -536,9 +570,24 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       say(fmt::format("timing {}", w->name));
       json sets = json::array();
       for (const auto& rf : ref_files[w->name]) sets.push_back(rf["inputs"]);
+      auto out_dir = scratch / "out" / w->name / "timed";
+      fs::create_directories(out_dir);
       json req = {{"op", "time"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
-                  {"params", params_json(task)}, {"input_sets", sets}, {"timing", timing_cfg}};
-      if (auto body = ask(req, opt.timing_timeout, t)) t.timing = parse_timing((*body)["timing"]);
+                  {"params", params_json(task)}, {"input_sets", sets}, {"timing", timing_cfg},
+                  {"out_dir", out_dir.string()}};
+      if (auto body = ask(req, opt.timing_timeout, t)) {
+        t.timing = parse_timing((*body)["timing"]);
+        // The outputs of timed calls are checked too: a solution must not behave differently when timed.
+        for (std::size_t k = 0; k < seeds.size() && t.status == Status::passed; ++k)
+          for (const auto& c : check_outputs(ref_files[w->name][k]["expected"], out_dir, fmt::format("_timed{}", k)))
+            if (c.status != Status::passed) {
+              t.status = c.status;
+              t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
+              break;
+            }
+        if (t.status == Status::passed) integrity_checks(t);
+        if (t.status != Status::passed) t.timing.reset();  // no time for an output that did not pass
+      }
     }
     ev.traces.push_back(std::move(t));
   }

@@ -66,7 +66,8 @@ struct WorkloadTrace {
 
 struct EvalResult {
   std::vector<WorkloadTrace> traces;
-  nlohmann::json environment;
+  nlohmann::json environment;           // the reference worker's: GPU, clocks, driver, versions
+  nlohmann::json solution_environment;  // the solution worker's (its network namespace, for one)
   std::string compile_log;
   bool gpu = false;
   nlohmann::json to_json() const;

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +26,7 @@ std::string ExitInfo::describe() const {
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                           const std::filesystem::path& log_file)
+                           const std::filesystem::path& log_file, const ChildLimits& limits)
     : log_(log_file) {
   int in_pipe[2], out_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0)
@@ -49,6 +51,22 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<
     dup2(log_fd, 1);
     dup2(log_fd, 2);
     dup2(out_pipe[1], 3);
+    if (limits.no_core_dumps) {
+      rlimit r{0, 0};
+      setrlimit(RLIMIT_CORE, &r);
+    }
+    if (limits.max_file_bytes) {
+      rlimit r{limits.max_file_bytes, limits.max_file_bytes};
+      setrlimit(RLIMIT_FSIZE, &r);
+    }
+    if (limits.max_open_files) {
+      rlimit r{limits.max_open_files, limits.max_open_files};
+      setrlimit(RLIMIT_NOFILE, &r);
+    }
+    if (limits.isolate_network && unshare(CLONE_NEWNET) != 0) {
+      const char msg[] = "d2k: network not isolated: unshare(CLONE_NEWNET) failed\n";
+      (void)!write(2, msg, sizeof msg - 1);
+    }
     execve(cargv[0], cargv.data(), cenv.data());
     const char msg[] = "d2k: exec failed\n";
     (void)!write(2, msg, sizeof msg - 1);

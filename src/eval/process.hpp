@@ -20,11 +20,19 @@ struct ExitInfo {
   std::string describe() const;
 };
 
+// Confinement applied in the child between fork and exec.
+struct ChildLimits {
+  bool isolate_network = false;           // a new, empty network namespace (needs root; else the log says so)
+  unsigned long long max_file_bytes = 0;  // RLIMIT_FSIZE; 0 leaves it alone
+  unsigned long long max_open_files = 0;  // RLIMIT_NOFILE; 0 leaves it alone
+  bool no_core_dumps = true;              // a crashing CUDA process would otherwise dump gigabytes
+};
+
 class ChildProcess {
  public:
   // Starts argv[0] (a path) in its own process group with `env` as its whole environment.
   ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::filesystem::path& log_file);
+               const std::filesystem::path& log_file, const ChildLimits& limits = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -114,4 +114,20 @@ PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, boo
   return d;
 }
 
+PyObject* run_wall(PyObject* fn, unsigned long long stream) {
+  timing::LaunchFn launch = [fn](void*) {
+    PyObject* r = PyObject_CallObject(fn, nullptr);
+    if (!r) throw PythonRaised();
+    Py_DECREF(r);
+  };
+  try {
+    return PyFloat_FromDouble(timer().measure_wall_ms(launch, reinterpret_cast<void*>(stream), true));
+  } catch (const PythonRaised&) {
+    return nullptr;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
 }  // namespace d2k::worker

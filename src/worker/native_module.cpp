@@ -124,6 +124,12 @@ PyObject* measure(PyObject* args, bool graph) {
   return run_timing(fn, stream, cfg, graph);
 }
 PyObject* measure_cold(PyObject*, PyObject* args) { return measure(args, false); }
+PyObject* measure_wall_ms(PyObject*, PyObject* args) {
+  PyObject* fn = nullptr;
+  unsigned long long stream = 0;
+  if (!PyArg_ParseTuple(args, "OK", &fn, &stream)) return nullptr;
+  return run_wall(fn, stream);
+}
 PyObject* measure_graph(PyObject*, PyObject* args) { return measure(args, true); }
 #else
 PyObject* no_cuda(PyObject*, PyObject*) {
@@ -140,9 +146,11 @@ PyMethodDef kMethods[] = {
 #ifdef D2K_WITH_CUDA
     {"measure_cold", measure_cold, METH_VARARGS, "Cold timing of launch() on stream with cfg."},
     {"measure_graph", measure_graph, METH_VARARGS, "CUDA-graph replay timing of launch()."},
+    {"measure_wall_ms", measure_wall_ms, METH_VARARGS, "Host wall clock around launch() and a device sync."},
 #else
     {"measure_cold", no_cuda, METH_VARARGS, "unavailable"},
     {"measure_graph", no_cuda, METH_VARARGS, "unavailable"},
+    {"measure_wall_ms", no_cuda, METH_VARARGS, "unavailable"},
 #endif
     {nullptr, nullptr, 0, nullptr}};
 
