@@ -207,7 +207,7 @@ class Worker:
             raise HarnessError("runtime_error", f"reference returned {len(outs)} outputs, the manifest has {len(req['outputs'])}")
         expected = {}
         for spec, t in zip(req["outputs"], outs):
-            path = os.path.join(req["out_dir"], f"exp_{spec['name']}.d2kt")
+            path = os.path.join(req["private_dir"], f"exp_{spec['name']}.d2kt")
             write_tensor(path, t.to(torch.float64) if t.is_floating_point() else t)
             expected[spec["name"]] = path
         sync(self.device)

@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -35,17 +39,17 @@ json params_json(const Task& t) {
 json workload_json(const Workload& w) { return {{"name", w.name}, {"axes", w.axes}, {"params", w.params}}; }
 
 // The environment a worker sees: nothing from ours but what it needs (no API keys or tokens).
-std::map<std::string, std::string> worker_env(const fs::path& scratch, bool interpret) {
+std::map<std::string, std::string> worker_env(const fs::path& home_base, bool interpret) {
   std::map<std::string, std::string> env;
   for (const char* k : {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "D2K_PYTHONPATH",
                         "CUDA_HOME", "TRITON_PTXAS_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                         "NVSHMEM_DISABLE_NVLS"})
     if (const char* v = std::getenv(k)) env[k] = v;
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-  env["HOME"] = (scratch / "home").string();
-  env["TMPDIR"] = (scratch / "tmp").string();
-  env["TRITON_CACHE_DIR"] = (scratch / "triton-cache").string();
-  env["TORCHINDUCTOR_CACHE_DIR"] = (scratch / "inductor-cache").string();
+  env["HOME"] = (home_base / "home").string();
+  env["TMPDIR"] = (home_base / "tmp").string();
+  env["TRITON_CACHE_DIR"] = (home_base / "triton-cache").string();
+  env["TORCHINDUCTOR_CACHE_DIR"] = (home_base / "inductor-cache").string();
   env["PYTHONUNBUFFERED"] = "1";
   env["PYTHONDONTWRITEBYTECODE"] = "1";
   if (interpret) env["TRITON_INTERPRET"] = "1";
@@ -58,19 +62,32 @@ struct Worker {
 };
 
 // Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
+// A worker's own writable folders (home, tmp, caches) under base; owned by uid when it is >= 0.
+void make_worker_dirs(const fs::path& base, int uid) {
+  for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache"}) {
+    fs::create_directories(base / sub);
+    if (uid >= 0 && ::chown((base / sub).c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) != 0)
+      throw std::runtime_error(fmt::format("chown {}: {}", (base / sub).string(), strerror(errno)));
+  }
+}
+
+// Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
+// `uid` >= 0 runs it as that user (privilege separation; the caller must be root).
 Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
-                    std::string& why) {
+                    std::string& why, int uid = -1) {
   Worker w;
   static int counter = 0;
   auto log = scratch / fmt::format("{}-{}.log", role, ++counter);
-  auto harness = fs::path(opt.worker).parent_path();  // unused when the binary knows its harness
-  (void)harness;
-  // Solution workers get no network and bounded files; trusted reference workers only the file bound.
+  auto base = scratch / ("w-" + role);
+  make_worker_dirs(base, uid);
+  // Solution workers get no network and bounded files; trusted workers only the file bound.
   ChildLimits limits;
   limits.isolate_network = role == "solution";
   limits.max_file_bytes = 64ull << 30;
   limits.max_open_files = 4096;
-  w.proc = std::make_unique<ChildProcess>(std::vector<std::string>{opt.worker.string()}, worker_env(scratch, interpret),
+  limits.run_as_uid = uid;
+  limits.run_as_gid = uid;
+  w.proc = std::make_unique<ChildProcess>(std::vector<std::string>{opt.worker.string()}, worker_env(base, interpret),
                                           log, limits);
   auto r = w.proc->receive(opt.load_timeout);
   if (r.outcome != ChildProcess::Outcome::response || r.body.value("event", "") != "ready") {
@@ -83,6 +100,7 @@ Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::
     return w;
   }
   w.environment = r.body["environment"];
+  w.environment["uid"] = uid >= 0 ? uid : static_cast<int>(::geteuid());
   return w;
 }
 
@@ -140,7 +158,7 @@ std::optional<json> load_calibration(const fs::path& cache_dir, const json& envi
 json calibrate_device(const EvalOptions& opt, bool force) {
   std::random_device rd;
   auto scratch = fs::temp_directory_path() / fmt::format("d2k-calibrate-{:08x}", rd());
-  for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache"}) fs::create_directories(scratch / sub);
+  fs::create_directories(scratch);
   std::string why;
   auto w = start_worker(opt, scratch, "calibrate", false, why);
   if (!w.proc) throw std::runtime_error(why);
@@ -237,7 +255,12 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     std::random_device rd;
     scratch = fs::temp_directory_path() / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
   }
-  for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache", "ref", "out"}) fs::create_directories(scratch / sub);
+  // in/: inputs (the solution reads them). private/: expected outputs, mode 0700, which a solution worker
+  // running as another user cannot open. out/: the solution's outputs, written by it.
+  for (const char* sub : {"in", "private", "out", "solution"}) fs::create_directories(scratch / sub);
+  fs::permissions(scratch / "private", fs::perms::owner_all, fs::perm_options::replace);
+  // Privilege separation: as root, the solution runs as nobody (65534) unless D2K_NO_PRIVSEP is set.
+  int sol_uid = (::geteuid() == 0 && !std::getenv("D2K_NO_PRIVSEP")) ? 65534 : -1;
 
   EvalResult ev;
   auto source = read_file(solution.source, 4u << 20).value_or("");
@@ -314,13 +337,15 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
     for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
     for (std::size_t k = 0; k < seeds.size(); ++k) {
-      auto dir = scratch / "ref" / w->name / std::to_string(k);
+      auto dir = scratch / "in" / w->name / std::to_string(k);
+      auto private_dir = scratch / "private" / w->name / std::to_string(k);
       fs::create_directories(dir);
+      fs::create_directories(private_dir);
       say(fmt::format("reference {} seed {}/{}", w->name, k + 1, seeds.size()));
       json req = {{"op", "reference"}, {"reference_path", (task.dir / "reference.py").string()},
                   {"workload", workload_json(*w)}, {"seed", seeds[k]}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"precision", task.evaluation.reference_precision},
-                  {"out_dir", dir.string()}};
+                  {"out_dir", dir.string()}, {"private_dir", private_dir.string()}};
       ref.proc->send(req);
       auto r = ref.proc->receive(opt.timing_timeout);
       if (r.outcome != ChildProcess::Outcome::response || !r.body.value("ok", false))
@@ -410,20 +435,44 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     }
   }
 
+  // The solution as evaluated: a snapshot in scratch (readable by the solution's user; later edits of the
+  // original cannot race the evaluation).
+  fs::path snapshot_source = scratch / "solution" / solution.source.filename();
+  fs::path snapshot_so;
+  fs::copy_file(solution.source, snapshot_source, fs::copy_options::overwrite_existing);
+  if (!so_path.empty()) {
+    snapshot_so = scratch / "solution" / "solution.so";
+    fs::copy_file(so_path, snapshot_so, fs::copy_options::overwrite_existing);
+  }
+  auto writable = [&](const fs::path& dir) {
+    fs::create_directories(dir);
+    if (sol_uid >= 0) (void)!::chown(dir.c_str(), static_cast<uid_t>(sol_uid), static_cast<gid_t>(sol_uid));
+  };
+
   // 3. The solution, in a worker of its own that is restarted after a crash or a hang.
   Worker sol;
   auto ensure_solution_worker = [&]() -> bool {
     if (sol.proc) return true;
     std::string w_why;
-    sol = start_worker(opt, scratch, "solution", !ev.gpu, w_why);
-    if (sol.proc) ev.solution_environment = sol.environment;
+    sol = start_worker(opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+    if (!sol.proc && sol_uid >= 0) {
+      // The build or the Python environment may not be readable by nobody (a checkout under /root):
+      // run as ourselves, and say so in the record.
+      say("the solution worker could not start as nobody; running it without privilege separation");
+      sol_uid = -1;
+      sol = start_worker(opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+    }
+    if (sol.proc) {
+      ev.solution_environment = sol.environment;
+      ev.solution_environment["privilege_separation"] = sol_uid >= 0;
+    }
     if (!sol.proc) {
       all_failed = Status::runtime_error;
       all_failed_msg = w_why;
       return false;
     }
     json req = {{"op", "load"}, {"language", std::string(language_name(solution.language))},
-                {"path", solution.source.string()}, {"so_path", so_path.string()}};
+                {"path", snapshot_source.string()}, {"so_path", snapshot_so.string()}};
     sol.proc->send(req);
     auto r = sol.proc->receive(opt.load_timeout);
     if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) return true;
@@ -546,7 +595,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     for (std::size_t k = 0; k < seeds.size() && ok; ++k) {
       say(fmt::format("check {} seed {}/{}", w->name, k + 1, seeds.size()));
       auto out_dir = scratch / "out" / w->name / std::to_string(k);
-      fs::create_directories(out_dir);
+      writable(out_dir);
       const auto& rf = ref_files[w->name][k];
       json req = {{"op", "run"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"input_files", rf["inputs"]}, {"out_dir", out_dir.string()}};
@@ -571,7 +620,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       json sets = json::array();
       for (const auto& rf : ref_files[w->name]) sets.push_back(rf["inputs"]);
       auto out_dir = scratch / "out" / w->name / "timed";
-      fs::create_directories(out_dir);
+      writable(out_dir);
       json req = {{"op", "time"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"input_sets", sets}, {"timing", timing_cfg},
                   {"out_dir", out_dir.string()}};

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,6 +67,14 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<
     if (limits.isolate_network && unshare(CLONE_NEWNET) != 0) {
       const char msg[] = "d2k: network not isolated: unshare(CLONE_NEWNET) failed\n";
       (void)!write(2, msg, sizeof msg - 1);
+    }
+    if (limits.run_as_uid >= 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(limits.run_as_gid)) != 0 ||
+          setuid(static_cast<uid_t>(limits.run_as_uid)) != 0) {
+        const char msg[] = "d2k: cannot drop privileges\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        _exit(126);
+      }
     }
     execve(cargv[0], cargv.data(), cenv.data());
     const char msg[] = "d2k: exec failed\n";

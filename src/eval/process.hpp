@@ -26,6 +26,8 @@ struct ChildLimits {
   unsigned long long max_file_bytes = 0;  // RLIMIT_FSIZE; 0 leaves it alone
   unsigned long long max_open_files = 0;  // RLIMIT_NOFILE; 0 leaves it alone
   bool no_core_dumps = true;              // a crashing CUDA process would otherwise dump gigabytes
+  int run_as_uid = -1;                    // >= 0: drop to this user (and group) before exec; needs root
+  int run_as_gid = -1;
 };
 
 class ChildProcess {
