@@ -9,6 +9,7 @@ across calls. Python operators on tensors (`y[:] = x * 2`) cannot be typed stati
 runtime checks.
 
 API:   check_triton(source, filename, requirements) -> [{"rule", "file", "line", "message"}, ...]
+         line is 1-based; 0 for findings about the whole file (no_kernel, no_solve, a file too large to check)
        reference_names(reference_source) -> sorted top-level names of a task's reference.py
 CLI:   python3 d2k_static_check.py < {"source_path": ..., "requirements": {...}}
          optional keys: "filename" (the name the violations carry; default source_path),
@@ -48,6 +49,7 @@ RULES = {
 }
 
 MAX_SOURCE_BYTES = 2 << 20
+DEFAULT_ALLOWED_TORCH_OPS = ("empty", "empty_like", "zeros", "zeros_like", "view", "reshape", "contiguous")
 MAX_VIOLATIONS = 500
 
 # Modules an honest Triton solution may import (the root, and everything under it unless denied below).
@@ -212,7 +214,7 @@ _MAX_COMPONENTS = 16
 
 
 def _violation(rule, filename, line, message):
-    return {"rule": rule, "file": filename, "line": int(line or 1), "message": message}
+    return {"rule": rule, "file": filename, "line": int(line or 0), "message": message}
 
 
 def _fold_str(node, depth=0):
@@ -261,6 +263,21 @@ def _chain_root(node):
             node = node.value
         elif isinstance(node, ast.Call):
             node = node.func
+        else:
+            return None
+    return None
+
+
+def _mutation_root(node):
+    """The Name whose object a mutation reaches: a.b[c].d -> a, CACHE.get(k).append -> CACHE; None through a
+    plain function call (helper().append(x) mutates a fresh result, not helper)."""
+    for _ in range(256):
+        if isinstance(node, ast.Name):
+            return node
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
         else:
             return None
     return None
@@ -315,7 +332,12 @@ class _Checker:
         self.forbidden = [f for f in str_list("forbidden_calls") if "::" not in f]
         self.forbidden_methods = {f.split(".", 2)[2] for f in self.forbidden
                                   if f.startswith("torch.Tensor.") and f.count(".") == 2}
-        self.allowed = set(str_list("allowed_torch_ops"))
+        # A task that lists no allowed_torch_ops at all gets the allocation and view basics; a list, even an
+        # empty one, is taken as written.
+        if req.get("allowed_torch_ops") is None:
+            self.allowed = set(DEFAULT_ALLOWED_TORCH_OPS)
+        else:
+            self.allowed = set(str_list("allowed_torch_ops"))
         self.reference_names = {"reference", "generate_inputs"} | set(str_list("reference_names"))
         self.out = []
         self.seen = set()
@@ -323,7 +345,7 @@ class _Checker:
 
     # --- bookkeeping ----------------------------------------------------------------------------
     def add(self, rule, node_or_line, message):
-        line = node_or_line if isinstance(node_or_line, int) else getattr(node_or_line, "lineno", 1)
+        line = node_or_line if isinstance(node_or_line, int) else getattr(node_or_line, "lineno", 0)
         key = (rule, line)
         if key in self.seen or len(self.out) >= MAX_VIOLATIONS:
             return
@@ -551,15 +573,17 @@ class _Checker:
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         self.kernel_names.add(t.id)
-        # k = kernel, k = kernel_a if cond else kernel_b
+        # Names that hold kernels: k = kernel, k = a if c else b, KERNELS = {torch.float32: k32}, k = KERNELS[dt]
         for _ in range(4):
             for node in self.nodes:
-                if isinstance(node, ast.Assign):
-                    vals = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
-                    if any(isinstance(v, ast.Name) and v.id in self.kernel_names for v in vals):
-                        for t in node.targets:
-                            if isinstance(t, ast.Name):
-                                self.kernel_names.add(t.id)
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                if isinstance(node.value, ast.Call) or not any(
+                        isinstance(n, ast.Name) and n.id in self.kernel_names for n in ast.walk(node.value)):
+                    continue
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Name):
+                        self.kernel_names.add(t.id)
 
     def in_kernel(self, node):
         return any(f in self.kernel_defs for f in self.scope_chain(node))
@@ -575,7 +599,7 @@ class _Checker:
         for prefix, rule in DENIED_SUBMODULES.items():
             if name == prefix or name.startswith(prefix + "."):
                 return rule, f"imports {name}"
-        if parts[0] == "torch" and len(parts) > 1 and parts[1].startswith("_") and not parts[1].startswith("__"):
+        if parts[0] == "torch" and any(c.startswith("_") and not c.startswith("__") for c in parts[1:]):
             return "module_patch", f"imports torch internals ({name})"
         if parts[0] in TIMER_ROOTS:
             return "forbidden_module", f"imports {name} (timing functions have no place in a solution)"
@@ -626,7 +650,7 @@ class _Checker:
             if root == "torch":
                 if any(c in STREAM_COMPONENTS for c in parts[1:]):
                     fire("stream", f"uses {q}: streams, events and graphs are not allowed")
-                if len(parts) > 1 and parts[1].startswith("_") and not parts[1].startswith("__"):
+                if any(c.startswith("_") and not c.startswith("__") for c in parts[1:]):
                     fire("module_patch", f"uses torch internals ({q})")
             if root == "triton" and any(c in STREAM_COMPONENTS for c in parts[1:]):
                 fire("stream", f"uses {q}: streams are not allowed")
@@ -729,6 +753,8 @@ class _Checker:
         receiver, attr = self.attr_of(func)
         if receiver is None or self.qualnames(receiver) or self.in_kernel(node) or self.is_plain(receiver):
             return
+        if attr == "sort" and any(kw.arg in ("key", "reverse") for kw in node.keywords):
+            return  # list.sort(key=..., reverse=...): Tensor.sort takes dim/descending/stable
         if attr in self.forbidden_methods:
             self.add("forbidden_call", node, f".{attr}() is forbidden by the task (torch.Tensor.{attr})")
         elif attr in COMPUTE_METHODS and attr not in self.allowed:
@@ -810,7 +836,7 @@ class _Checker:
         return bool(binds) and not all(kind == "import" for kind, _ in binds)
 
     def mutation(self, at, target, what):
-        root = _chain_root(target)
+        root = _mutation_root(target)
         if root is None:
             return
         f = self.scope.get(at)
@@ -883,7 +909,7 @@ class _Checker:
     def check_solve(self):
         binds = self.module_bind.get("solve")
         if not binds:
-            self.add("no_solve", 1, "no module-level solve(): the harness calls solve(*inputs, *outputs, **params)")
+            self.add("no_solve", 0, "no module-level solve(): the harness calls solve(*inputs, *outputs, **params)")
             return
         if not self.kernel_defs and not self.kernel_names:
             return  # no_kernel says it already
@@ -898,7 +924,7 @@ class _Checker:
         for kind, n in binds:
             start = [n] if kind == "def" else [n] if isinstance(n, ast.AST) else []
             if not self.reaches_launch(start, module_defs, module_classes):
-                line = n.lineno if isinstance(n, ast.AST) else 1
+                line = getattr(n, "lineno", 0)
                 self.add("kernel_not_launched", line, "solve() never launches a @triton.jit kernel "
                                                       "(kernel[grid](...)), directly or through helpers")
 
@@ -921,7 +947,8 @@ class _Checker:
                         target = sub.func
                         if isinstance(target, ast.Subscript):
                             base = target.value
-                            if isinstance(base, ast.Name) and base.id in self.kernel_names:
+                            holder = _chain_root(base)
+                            if holder is not None and holder.id in self.kernel_names:
                                 return True
                             if isinstance(base, ast.Attribute) and base.attr in self.kernel_names:
                                 return True
@@ -968,7 +995,7 @@ class _Checker:
                 if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
                     self.add("dynamic_code", node, "assigns __name__")
         if not self.kernel_defs and not self.kernel_names:
-            self.add("no_kernel", 1, "no function decorated with @triton.jit: the hot path must be your kernels")
+            self.add("no_kernel", 0, "no function decorated with @triton.jit: the hot path must be your kernels")
         for node in self.nodes:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.check_imports(node)
@@ -999,24 +1026,21 @@ class _Checker:
 def check_triton(source, filename, requirements):
     """Static compliance violations of a Triton solution's source; [] when there are none."""
     filename = str(filename)
-    if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return [_violation("syntax", filename, 1, f"not UTF-8: {e}")]
-    if len(source.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
-        return [_violation("syntax", filename, 1, f"larger than {MAX_SOURCE_BYTES} bytes: too large to check")]
+    # Bytes are parsed as the import system reads a file (BOM, coding cookie); a str is taken as decoded.
+    size = len(source) if isinstance(source, (bytes, bytearray)) else len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        return [_violation("syntax", filename, 0, f"larger than {MAX_SOURCE_BYTES} bytes: too large to check")]
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as e:
-        return [_violation("syntax", filename, e.lineno or 1, f"does not parse: {e.msg}")]
+        return [_violation("syntax", filename, e.lineno or 0, f"does not parse: {e.msg}")]
     except (ValueError, RecursionError, MemoryError) as e:
-        return [_violation("syntax", filename, 1, f"does not parse: {type(e).__name__}: {e}")]
+        return [_violation("syntax", filename, 0, f"does not parse: {type(e).__name__}: {e}")]
     checker = _Checker(tree, filename, requirements)
     try:
         checker.run()
     except RecursionError:
-        return [_violation("syntax", filename, 1, "nests too deeply to be checked")]
+        return [_violation("syntax", filename, 0, "nests too deeply to be checked")]
     return checker.result()
 
 

@@ -17,7 +17,7 @@ namespace {
 
 std::string run_capture(const std::string& cmd, int& status) {
   std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  FILE* p = popen((cmd + " </dev/null 2>&1").c_str(), "r");  // stdin closed: `#include "/dev/stdin"` gets nothing
   if (!p) {
     status = -1;
     return "popen failed";
@@ -73,7 +73,10 @@ CudaBuild build_cuda_solution(const std::filesystem::path& source, const CudaBui
     b.log = fmt::format("nvcc is not usable ({}): {}", opt.nvcc, version);
     return b;
   }
-  std::string flags = fmt::format("-std=c++17 -O3 {} -Xcompiler -fPIC -shared -lineinfo", gencode(opt.arch));
+  // -cudart shared: the CUDA runtime stays a needed library, so the solution's runtime calls are undefined symbols
+  // that the compliance checks can read (a static cudart would bring its own dlopen and pthread_create).
+  std::string flags =
+      fmt::format("-std=c++17 -O3 {} -Xcompiler -fPIC -shared -lineinfo -cudart shared", gencode(opt.arch));
   auto header = read_file(opt.include_dir / "d2k" / "solution.h").value_or("");
   auto key = sha256_hex(*text + "\n--flags--\n" + flags + "\n--nvcc--\n" + version + "\n--abi--\n" + header);
   std::filesystem::create_directories(opt.cache_dir);

@@ -14,6 +14,8 @@
 #include "core/expr.hpp"
 #include "core/files.hpp"
 #include "d2k/build_info.hpp"
+#include "eval/compliance_cuda.hpp"
+#include "eval/compliance_triton.hpp"
 #include "eval/cuda_build.hpp"
 #include "eval/process.hpp"
 #include "eval/tensor_file.hpp"
@@ -232,7 +234,7 @@ json EvalResult::to_json() const {
   json t = json::array();
   for (const auto& tr : traces) t.push_back(tr.to_json());
   return {{"environment", environment}, {"solution_environment", solution_environment}, {"gpu", gpu},
-          {"compile_log", compile_log}, {"traces", t}};
+          {"compile_log", compile_log}, {"violations", violations}, {"traces", t}};
 }
 
 double geomean_speedup(const EvalResult& e) {
@@ -305,6 +307,58 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     }
     return t;
   };
+
+  // Static checks and the build come first: a solution that breaks the task's rules or does not compile
+  // costs no reference run.
+  std::optional<Status> all_failed;
+  std::string all_failed_msg;
+  fs::path so_path;
+  auto reject = [&](const std::vector<Violation>& vs) {
+    if (vs.empty()) return;
+    bool preprocess = std::any_of(vs.begin(), vs.end(), [](const auto& v) { return v.rule == "preprocess_error"; });
+    all_failed = preprocess ? Status::compile_error : Status::compliance_violation;
+    std::vector<std::string> lines;
+    for (const auto& v : vs) lines.push_back(v.to_string());
+    if (lines.size() > 12) lines.resize(12);
+    all_failed_msg = fmt::format("{} static violation{}:\n{}", vs.size(), vs.size() == 1 ? "" : "s", fmt::join(lines, "\n"));
+    for (const auto& v : vs)
+      ev.violations.push_back({{"rule", v.rule}, {"file", v.file}, {"line", v.line}, {"message", v.message}});
+  };
+  if (opt.static_checks) {
+    say("static checks");
+    if (solution.language == Language::triton)
+      reject(check_triton_source(solution.source, task, scratch));
+    else
+      reject(check_cuda_source(solution.source, task.requirements, "nvcc", opt.include_dir));
+  }
+  if (!all_failed && solution.language == Language::cuda) {
+    say("compiling " + solution.source.string());
+    CudaBuildOptions bo;
+    bo.cache_dir = (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "cuda";
+    bo.include_dir = opt.include_dir;
+    bo.timeout_s = static_cast<int>(opt.compile_timeout.count());
+    auto b = build_cuda_solution(solution.source, bo);
+    ev.compile_log = b.log;
+    if (!b.ok) {
+      all_failed = Status::compile_error;
+      all_failed_msg = "nvcc failed:\n" + b.log.substr(0, 4000);
+    } else {
+      so_path = b.library;
+      say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
+      if (opt.static_checks) reject(check_cuda_library(so_path, task.requirements));
+    }
+  }
+  if (all_failed) {
+    for (const auto* w : selected) {
+      auto t = make_trace(*w);
+      t.status = *all_failed;
+      t.message = all_failed_msg;
+      ev.traces.push_back(std::move(t));
+    }
+    std::error_code ec;
+    if (opt.scratch.empty()) fs::remove_all(scratch, ec);
+    return ev;
+  }
 
   // 1. The reference: inputs and expected outputs for every (workload, seed), and the baselines.
   std::string why;
@@ -411,27 +465,6 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     if (cw.proc) {
       cw.proc->send({{"op", "exit"}});
       cw.proc->wait();
-    }
-  }
-
-  // 2. Build (CUDA C++).
-  std::optional<Status> all_failed;
-  std::string all_failed_msg;
-  fs::path so_path;
-  if (solution.language == Language::cuda) {
-    say("compiling " + solution.source.string());
-    CudaBuildOptions bo;
-    bo.cache_dir = (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "cuda";
-    bo.include_dir = opt.include_dir;
-    bo.timeout_s = static_cast<int>(opt.compile_timeout.count());
-    auto b = build_cuda_solution(solution.source, bo);
-    ev.compile_log = b.log;
-    if (!b.ok) {
-      all_failed = Status::compile_error;
-      all_failed_msg = "nvcc failed:\n" + b.log.substr(0, 4000);
-    } else {
-      so_path = b.library;
-      say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
     }
   }
 

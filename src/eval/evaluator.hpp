@@ -19,6 +19,7 @@ namespace d2k {
 struct EvalOptions {
   std::vector<std::string> workloads;   // names to run; empty: all (timed and correctness)
   int seeds = 0;                        // 0: the task's evaluation.seeds
+  bool static_checks = true;            // off only to test the runtime defenses on known cheats
   bool baselines = true;                // time the PyTorch reference (eager, and torch.compile)
   bool compile_baseline = true;
   std::string timing_mode = "cold";     // cold or graph
@@ -69,6 +70,7 @@ struct EvalResult {
   nlohmann::json environment;           // the reference worker's: GPU, clocks, driver, versions
   nlohmann::json solution_environment;  // the solution worker's (its network namespace, for one)
   std::string compile_log;
+  nlohmann::json violations = nlohmann::json::array();  // static check findings {rule, file, line, message}
   bool gpu = false;
   nlohmann::json to_json() const;
 };

@@ -112,6 +112,11 @@ bool ChildProcess::send(const nlohmann::json& request) {
   return true;
 }
 
+void ChildProcess::close_stdin() {
+  if (to_child_ >= 0) ::close(to_child_);
+  to_child_ = -1;
+}
+
 ChildProcess::Reply ChildProcess::receive(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

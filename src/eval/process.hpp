@@ -40,6 +40,7 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool send(const nlohmann::json& request);  // false if the child is gone
+  void close_stdin();                         // EOF for a child that reads all of its input first
 
   enum class Outcome { response, timeout, closed, garbled };
   struct Reply {

@@ -35,7 +35,7 @@ TEST_P(EvalSolution, GetsItsExpectedStatus) {
   auto json_path = tmp.path() / "traces.json";
   auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" + dir.string() +
                              "' --workloads ragged,big --json '" + json_path.string() +
-                             "' --call-timeout 20 --max-time 2 --no-compile-baseline",
+                             "' --call-timeout 20 --max-time 2 --no-compile-baseline --no-static-checks",
                          "D2K_CACHE='" + (tmp.path() / "cache").string() + "'");
   auto text = read_file(json_path);
   ASSERT_TRUE(text) << "no JSON written; output:\n" << r.out;
@@ -71,6 +71,27 @@ TEST_P(EvalSolution, GetsItsExpectedStatus) {
   if (!gpu) {
     EXPECT_NE(r.out.find("no GPU"), std::string::npos) << "a CPU run must say so plainly:\n" << r.out;
   }
+}
+
+// Static checks run before anything else: a cheat they catch never runs, and the trace names rule and line.
+TEST(EvalStatic, ViolationsStopTheSolutionBeforeItRuns) {
+  test::TempDir tmp;
+  auto json_path = tmp.path() / "traces.json";
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" +
+                         (test::fixtures() / "solutions" / "triton_crashes").string() + "' --json '" + json_path.string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("solution.py:1: forbidden_module"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(read_file(json_path).value());
+  EXPECT_FALSE(j[0]["violations"].empty());
+  for (const auto& t : j[0]["traces"]) EXPECT_EQ(t["status"], "compliance_violation");
+  EXPECT_EQ(r.out.find("starting the reference worker"), std::string::npos) << "the reference ran for a rejected solution";
+}
+
+TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
+  auto r = test::run_d2k("eval --solutions wrong --workloads single_token,ragged_127_h3_b5,tile_1025_h4_b3 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("NOT GOT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("calls_torch_cumsum: expected compliance_violation, got it"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EvalSolution, ::testing::ValuesIn(solution_cases()),

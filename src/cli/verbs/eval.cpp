@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 #include "cli/cli_util.hpp"
 #include "cli/verb_table.hpp"
@@ -46,11 +47,11 @@ void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
                pct > 0 ? fmt::format("{:.0f}", pct) : "-");
   }
   if (double g = geomean_speedup(ev); g > 0) fmt::print("geometric-mean speedup vs eager: {:.2f}x\n", g);
+  // Why each failure failed; a reason shared by every workload (a static violation, a compile error) once.
+  std::set<std::string> said;
   for (const auto& t : ev.traces)
-    if (t.skipped.empty() && t.status != Status::passed) {
-      auto msg = t.message.substr(0, 600);
-      fmt::print("  {}: {}\n", t.workload, msg);
-    }
+    if (t.skipped.empty() && t.status != Status::passed && said.insert(t.message).second)
+      fmt::print("  {}: {}\n", t.workload, t.message.substr(0, 1500));
 }
 
 }  // namespace
@@ -63,13 +64,14 @@ int run_eval(const std::vector<std::string>& args) {
   std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
   std::vector<std::string> workloads;
   int seeds = 0;
-  bool no_baselines = false, no_compile = false, expect = false;
+  bool no_baselines = false, no_compile = false, expect = false, no_static = false;
   double max_time = 10;
   int call_timeout = 120, load_timeout = 180;
   app.add_option("TASK", task_id, "task name, folder, number or path");
   app.add_option("SOLUTION", solution_dir, "solution folder (solution.py or solution.cu)");
   app.add_option("--solutions", solutions, "evaluate over the suite: 'expert', 'naive', 'wrong' (each must get its expected status)");
-  app.add_option("--workloads", workloads, "workload names (default: all)")->delimiter(',');
+  std::string workload_list;
+  app.add_option("--workloads", workload_list, "workload names, comma-separated (default: all)");
   app.add_option("--seeds", seeds, "input draws per workload (default: the task's)");
   app.add_option("--json", json_path, "write the traces as JSON to this file");
   app.add_option("--timing", timing_mode, "cold (default) or graph (CUDA-graph replay, for short kernels)")
@@ -78,6 +80,7 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_option("--call-timeout", call_timeout, "seconds one checked call may take (default 120)");
   app.add_option("--load-timeout", load_timeout, "seconds a worker may take to start and load the solution (default 180)");
   app.add_flag("--no-baselines", no_baselines, "do not time the PyTorch reference");
+  app.add_flag("--no-static-checks", no_static, "skip the static compliance checks (for testing the runtime defenses)");
   app.add_flag("--no-compile-baseline", no_compile, "do not time torch.compile of the reference");
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   if (auto rc = parse_args(app, args)) return *rc;
@@ -126,10 +129,18 @@ int run_eval(const std::vector<std::string>& args) {
     jobs.emplace_back(*d, solution_dir);
   }
 
+  for (std::size_t start = 0; !workload_list.empty() && start <= workload_list.size();) {
+    auto end = workload_list.find(',', start);
+    auto name = workload_list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!name.empty()) workloads.push_back(name);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
   EvalOptions opt;
   opt.workloads = workloads;
   opt.seeds = seeds;
   opt.baselines = !no_baselines;
+  opt.static_checks = !no_static;
   opt.compile_baseline = !no_compile;
   opt.timing_mode = timing_mode;
   opt.max_time_per_workload_s = max_time;
