@@ -42,7 +42,8 @@ constexpr RuleInfo kRules[] = {
     {"stream_creation",
      "creates, captures, replays or destroys streams or graphs; all work must be enqueued on the stream the harness "
      "passes"},
-    {"default_stream", "enqueues work on the default (legacy or per-thread) stream, not on the stream the harness passes"},
+    {"default_stream",
+     "enqueues work on the default (legacy or per-thread) stream, not on the stream the harness passes"},
     {"thread_creation", "starts a thread, a process or a host callback; no work may run outside the call"},
     {"dynamic_loading", "loads code or looks up symbols at run time, out of reach of the static checks"},
     {"code_patching", "changes memory protection, maps memory or walks the loaded objects (GOT/PLT patching)"},
@@ -274,8 +275,8 @@ const std::vector<std::string> kRuntimeCompilers = {"nvrtc", "nvJitLink", "nvPTX
 // no runtime-API equivalent. Any other name (cuStreamCreate, cuCtxSynchronize, ...) is dynamic_loading.
 const std::set<std::string, std::less<>> kEntryPointAllowed = {
     "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide", "cuTensorMapReplaceAddress"};
-const std::set<std::string, std::less<>> kEntryPointFunctions = {"cudaGetDriverEntryPoint",
-                                                                 "cudaGetDriverEntryPointByVersion", "cuGetProcAddress"};
+const std::set<std::string, std::less<>> kEntryPointFunctions = {
+    "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion", "cuGetProcAddress"};
 
 // Kernel launches (their presence is required; their stream argument is checked where it has one).
 const std::set<std::string, std::less<>> kLaunchFunctions = {
@@ -314,7 +315,8 @@ std::string strip_api_suffix(std::string s) {
     }
     auto u = s.rfind("_v");
     if (u != std::string::npos && u > 0 && u + 2 < s.size() &&
-        std::all_of(s.begin() + static_cast<long>(u) + 2, s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+        std::all_of(s.begin() + static_cast<long>(u) + 2, s.end(),
+                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       s.resize(u);
       again = true;
     }
@@ -846,7 +848,8 @@ class Analyzer {
     for (std::size_t i = 0; i < T.size(); ++i) {
       if (auto ch = chain_at(i)) check_chain(*ch, facts);
       if (P(i, "<<<")) check_launch(i, facts);
-      if ((IS(i, "__attribute__") || IS(i, "__attribute")) && P(i + 1, "(") && P(i + 2, "(")) check_gnu_attribute(i, facts);
+      if ((IS(i, "__attribute__") || IS(i, "__attribute")) && P(i + 1, "(") && P(i + 2, "("))
+        check_gnu_attribute(i, facts);
       if (IS(i, "__location__") && P(i + 1, "(") && IS(i + 2, "global")) kernel_attribute(close_of(i + 1), facts);
       if (P(i, "[") && P(i + 1, "[")) check_std_attribute(i);
       if (IS(i, "asm") || IS(i, "__asm__") || IS(i, "__asm")) check_asm(i);
@@ -945,8 +948,9 @@ class Analyzer {
     if (P(i, "::") && I(i + 1) && !(i > 0 && I(i - 1))) {
       auto ch = parse_chain(i);
       if (!ch) return ch;
+      const std::string& prev = i > 0 ? T[i - 1].text : std::string();
       bool after_close = i > 0 && T[i - 1].k == Tok::punct &&
-                         (T[i - 1].text == ">" || T[i - 1].text == ">>" || T[i - 1].text == ">>>" || T[i - 1].text == ")");
+                         (prev == ">" || prev == ">>" || prev == ">>>" || prev == ")");
       if (after_close) {
         ch->global = false;
         ch->dependent = true;
@@ -995,7 +999,8 @@ class Analyzer {
         value = true;
       } else if (t.k == Tok::ident && kOk.count(t.text)) {
         if (t.text == "nullptr" || t.text == "__null" || t.text == "NULL") value = true;
-      } else if (t.k == Tok::punct && (t.text == "(" || t.text == ")" || t.text == "*" || t.text == "<" || t.text == ">")) {
+      } else if (t.k == Tok::punct &&
+                 (t.text == "(" || t.text == ")" || t.text == "*" || t.text == "<" || t.text == ">")) {
       } else {
         return false;
       }
@@ -1066,7 +1071,8 @@ class Analyzer {
 
     // 3. Unqualified forbidden names match any component, members included (`BlockScan`, `.InclusiveSum`).
     for (const auto& [name, display] : R.forbidden_plain) {
-      if (std::find(r.begin(), r.end(), name) != r.end() || std::find(ch.comps.begin(), ch.comps.end(), name) != ch.comps.end())
+      if (std::find(r.begin(), r.end(), name) != r.end() ||
+          std::find(ch.comps.begin(), ch.comps.end(), name) != ch.comps.end())
         report("forbidden_call", at, fmt::format("`{}` (the task forbids `{}`)", shown, display));
     }
 
@@ -1108,7 +1114,7 @@ class Analyzer {
       if (count < sa.nmin || count > sa.nmax) break;  // an overload we do not know, or template commas
       if (count <= sa.idx)
         report("default_stream", at, fmt::format("`{}` without a stream argument", name));
-      else if (constant_stream(args[static_cast<std::size_t>(sa.idx)].first, args[static_cast<std::size_t>(sa.idx)].second))
+      else if (const auto& a = args[static_cast<std::size_t>(sa.idx)]; constant_stream(a.first, a.second))
         report("default_stream", at, fmt::format("`{}` on a constant stream handle", name));
       break;
     }
@@ -1298,7 +1304,8 @@ void scan_line_directives(const std::string& s, int file, Context& c) {
         } else if (at(i) == '/' && at(i + 1) == '*') {
           std::size_t e = s.find("*/", i + 2);
           if (e == std::string::npos) e = n;
-          line += static_cast<int>(std::count(s.begin() + static_cast<long>(i), s.begin() + static_cast<long>(e), '\n'));
+          line += static_cast<int>(
+              std::count(s.begin() + static_cast<long>(i), s.begin() + static_cast<long>(e), '\n'));
           i = std::min(n, e + 2);
         } else {
           break;
@@ -1888,7 +1895,8 @@ std::vector<Violation> check_cuda_source(const std::filesystem::path& source, co
                                   device ? "" : " -Xcompiler " + shell_quote(undef), shell_quote(src.string()),
                                   shell_quote(out.string()));
     std::string log = run_shell(cmd, st);
-    if (st == 126 || st == 127) throw std::runtime_error(fmt::format("nvcc is not usable ({}): {}", nvcc, first_lines(log, 4)));
+    if (st == 126 || st == 127)
+      throw std::runtime_error(fmt::format("nvcc is not usable ({}): {}", nvcc, first_lines(log, 4)));
     if (st == 124) return fail("nvcc -E ran past 120 s");
     if (st != 0) return fail(fmt::format("nvcc -E failed ({} pass): {}", device ? "device" : "host", first_lines(log)));
     auto text = read_file(out, std::size_t{512} << 20);
