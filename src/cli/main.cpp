@@ -8,6 +8,11 @@
 #include "cli/verb_table.hpp"
 #include "d2k/build_info.hpp"
 
+#ifdef D2K_WITH_STORE_AND_HTTP
+#include <curl/curl.h>
+#include <sqlite3.h>
+#endif
+
 namespace {
 
 void print_help() {
@@ -15,6 +20,7 @@ void print_help() {
   fmt::print("usage: d2k VERB [options]   (d2k VERB --help for a verb's options)\n\nverbs:\n");
   for (const auto& v : d2k::cli::verbs()) fmt::print("  {:<10} {}\n", v.name, v.help);
   fmt::print("  {:<10} {}\n", "help", "this list; `d2k help VERB` for one verb");
+  fmt::print("  {:<10} {}\n", "--version", "d2k's version and its libraries'");
   fmt::print("\nenvironment: D2K_TASKS overrides the tasks folder (default: the source tree's tasks/)\n");
 }
 
@@ -33,6 +39,9 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "--version") {
     fmt::print("d2k {}\n", d2k::build::version);
+#ifdef D2K_WITH_STORE_AND_HTTP
+    fmt::print("sqlite {}\n{}\n", sqlite3_libversion(), curl_version());
+#endif
     return 0;
   }
   const auto* verb = d2k::cli::find_verb(args[0]);

@@ -257,6 +257,14 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     std::random_device rd;
     scratch = fs::temp_directory_path() / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
   }
+  // A scratch folder of our own is removed however the evaluation ends (inputs of big workloads take GBs).
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{opt.scratch.empty() ? scratch : fs::path()};
   // in/: inputs (the solution reads them). private/: expected outputs, mode 0700, which a solution worker
   // running as another user cannot open. out/: the solution's outputs, written by it.
   for (const char* sub : {"in", "private", "out", "solution"}) fs::create_directories(scratch / sub);
@@ -355,8 +363,6 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       t.message = all_failed_msg;
       ev.traces.push_back(std::move(t));
     }
-    std::error_code ec;
-    if (opt.scratch.empty()) fs::remove_all(scratch, ec);
     return ev;
   }
 
@@ -676,10 +682,6 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   if (sol.proc) {
     sol.proc->send({{"op", "exit"}});
     sol.proc->wait();
-  }
-  if (opt.scratch.empty()) {
-    std::error_code ec;
-    fs::remove_all(scratch, ec);
   }
   return ev;
 }

@@ -19,6 +19,12 @@ TEST(Cli, HelpIsPrintedFromTheVerbTable) {
   EXPECT_EQ(run_d2k("show --no-such-flag 1").code, 2);
 }
 
+TEST(Cli, VersionNamesTheLibraries) {
+  auto r = run_d2k("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("d2k 0."), std::string::npos) << r.out;
+}
+
 TEST(Cli, ValidateTheRealSuite) {
   auto r = run_d2k("validate");
   EXPECT_EQ(r.code, 0) << r.out;
