@@ -302,8 +302,12 @@ class Worker:
         outputs = self.alloc_outputs(req["outputs"])
         params = typed_params(req["params"], req["workload"].get("params", {}))
         sync(self.device)
+        kernels = None
         try:
-            self.call_solution(inputs, outputs, params, req["params"])
+            if req.get("profile") and self.device == "cuda":
+                kernels = self.profiled_call(inputs, outputs, params, req["params"])
+            else:
+                self.call_solution(inputs, outputs, params, req["params"])
             # Deferred writes: fingerprint the outputs once the given stream is done, then again after the
             # whole device and any helper thread had time to finish. Work outside the stream shows up here.
             first = fingerprints(outputs, stream_only=True)
@@ -319,7 +323,30 @@ class Worker:
         except Exception as e:  # noqa: BLE001
             raise HarnessError(failure_status(e), "the solution raised:\n" + traceback.format_exc(limit=8))
         check_inputs_unchanged(req["inputs"], inputs, pristine)
-        return {"outputs": self.write_outputs(req["outputs"], outputs, req["out_dir"])}
+        reply = {"outputs": self.write_outputs(req["outputs"], outputs, req["out_dir"])}
+        if kernels is not None:
+            reply["kernels"] = kernels
+        return reply
+
+    def profiled_call(self, inputs, outputs, params, param_specs):
+        """The call under the CUDA activity profiler; returns the names of the GPU kernels it ran, or a string
+        saying why they could not be listed (the supervisor then records the check as not verified)."""
+        try:
+            from torch.profiler import ProfilerActivity, profile
+        except Exception as e:  # noqa: BLE001
+            self.call_solution(inputs, outputs, params, param_specs)
+            return f"no profiler: {e}"
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                self.call_solution(inputs, outputs, params, param_specs)
+                torch.cuda.current_stream().synchronize()
+            return sorted({e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")})
+        except HarnessError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a profiler failure is not the solution's
+            if "solution" in traceback.format_exc():
+                raise
+            return f"profiler failed: {type(e).__name__}: {e}"
 
     def write_outputs(self, specs, outputs, out_dir, suffix=""):
         files = {}

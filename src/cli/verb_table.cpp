@@ -7,9 +7,10 @@ namespace {
 constexpr std::array kVerbs{
     Verb{"tasks", "list the suite's tasks and their workloads, one line each", run_tasks},
     Verb{"show", "print exactly what an agent is shown for a task, with the guidance levels asked for", run_show},
+    Verb{"validate", "lint task folders: manifest, files, workloads, expressions, guidance, solutions", run_validate},
     Verb{"eval", "evaluate a solution (or the suite's expert, naive or wrong solutions): correctness, timing, baselines", run_eval},
     Verb{"calibrate", "measure the GPU's copy bandwidth and matrix rates for speed-of-light figures", run_calibrate},
-    Verb{"validate", "lint task folders: manifest, files, workloads, expressions, guidance, solutions", run_validate},
+    Verb{"mcp", "serve a task's tools and prompt over MCP on stdio (initialize handshake and 2026-07-28 eras)", run_mcp},
 };
 }  // namespace
 

@@ -130,6 +130,23 @@ std::optional<Status> status_of(const json& body) {
   return parse_status(body.value("status", "runtime_error")).value_or(Status::runtime_error);
 }
 
+// Kernels that belong to libraries or to torch rather than to the solution (library GEMMs, aten, copies).
+bool library_kernel(const std::string& name) {
+  static const std::vector<std::string> prefixes = {
+      "void at::", "at::", "void (anonymous namespace)::", "void cub", "cub::", "void cutlass", "cutlass",
+      "cublas", "cudnn", "nvjet", "sm80_", "sm90_", "sm100_", "ampere_", "hopper_", "Memcpy", "Memset",
+      "triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "void gemv", "void gemmk", "void splitKreduce"};
+  for (const auto& p : prefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+bool any_solution_kernel(const json& kernels) {
+  for (const auto& k : kernels)
+    if (k.is_string() && !library_kernel(k.get<std::string>())) return true;
+  return false;
+}
+
 std::string device_key(const json& env) {
   std::string k = fmt::format("{}_{}sm_{}", env.value("gpu", "unknown"), env.value("sm_count", 0),
                               env.value("memory_bytes", 0LL));
@@ -226,6 +243,7 @@ json WorkloadTrace::to_json() const {
     perf["pct_speed_of_light"] = pct_speed_of_light();
   }
   j["performance"] = perf;
+  j["kernels"] = kernels;
   j["environment"] = environment;
   return j;
 }
@@ -637,11 +655,27 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       writable(out_dir);
       const auto& rf = ref_files[w->name][k];
       json req = {{"op", "run"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
-                  {"params", params_json(task)}, {"input_files", rf["inputs"]}, {"out_dir", out_dir.string()}};
+                  {"params", params_json(task)}, {"input_files", rf["inputs"]}, {"out_dir", out_dir.string()},
+                  {"profile", k == 0}};
       auto body = ask(req, opt.call_timeout, t);
       if (!body) {
         ok = false;
         break;
+      }
+      if (body->contains("kernels")) {
+        const auto& ks = (*body)["kernels"];
+        if (ks.is_array()) {
+          t.kernels = ks;
+          if (!any_solution_kernel(ks)) {
+            t.status = Status::compliance_violation;
+            t.message = fmt::format("no kernel of the solution ran on the check inputs (GPU kernels seen: {})",
+                                    ks.empty() ? "none" : ks.dump());
+            ok = false;
+            break;
+          }
+        } else {
+          t.kernels = ks;  // why the kernels could not be listed: recorded, not judged
+        }
       }
       t.seeds_checked.push_back(seeds[k]);
       auto checks = check_outputs(rf["expected"], out_dir, "");

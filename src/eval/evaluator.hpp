@@ -56,6 +56,7 @@ struct WorkloadTrace {
   std::optional<Timing> timing;
   std::optional<Timing> eager, compiled;
   std::string compiled_skipped;
+  nlohmann::json kernels;  // GPU kernels the first check call ran (a list), or why they are unknown (a string)
   double flops = 0, bytes = 0;
   std::string bound;              // memory or compute: which ceiling % of speed-of-light uses
   double ceiling = 0;             // GB/s or TFLOP/s from `d2k calibrate`; 0 when not calibrated

@@ -1,0 +1,61 @@
+#pragma once
+// How the bash tool runs a command. The interface is the seam for the bubblewrap sandbox (a later runner
+// wraps the command in bwrap); LocalCommandRunner runs it directly, and tests can substitute a fake.
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace d2k::agent {
+
+struct CommandResult {
+  bool started = false;   // false: the command could not be started (`error` says why)
+  std::string error;
+  bool timed_out = false;  // killed (with its process group) when the timeout passed
+  bool exited = false;     // exited normally with `exit_code`
+  int exit_code = -1;
+  int signal = 0;          // the signal that ended it, when it did not exit
+  std::string output;      // stdout and stderr interleaved, already cut to head and tail
+  std::size_t output_bytes = 0;  // the full size before cutting
+};
+
+struct OutputLimits {
+  std::size_t head_bytes = 16 * 1024;
+  std::size_t tail_bytes = 16 * 1024;
+};
+
+class CommandRunner {
+ public:
+  virtual ~CommandRunner() = default;
+  // Runs `command` with `/bin/bash -c` in `cwd`, stdin from /dev/null.
+  virtual CommandResult run(const std::string& command, const std::filesystem::path& cwd,
+                            std::chrono::seconds timeout, const OutputLimits& limits) = 0;
+};
+
+// Runs the command in its own process group; on timeout, or once the shell has exited, the whole group is
+// killed (background jobs do not outlive the call). The environment is inherited unchanged.
+class LocalCommandRunner final : public CommandRunner {
+ public:
+  CommandResult run(const std::string& command, const std::filesystem::path& cwd, std::chrono::seconds timeout,
+                    const OutputLimits& limits) override;
+};
+
+// Keeps the first head_bytes and the last tail_bytes of a stream of any length.
+class HeadTailBuffer {
+ public:
+  explicit HeadTailBuffer(OutputLimits limits) : limits_(limits) {}
+  void append(const char* data, std::size_t n);
+  std::size_t total() const { return total_; }
+  // The kept text; when bytes were dropped, a line "[... N bytes cut ...]" stands where they were.
+  std::string str() const;
+
+ private:
+  OutputLimits limits_;
+  std::string head_, tail_;
+  std::size_t total_ = 0;
+};
+
+// The same cut applied to a string already in memory.
+std::string cut_middle(const std::string& text, const OutputLimits& limits);
+
+}  // namespace d2k::agent
