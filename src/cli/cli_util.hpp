@@ -18,4 +18,7 @@ std::optional<Suite> load_suite_or_report(const std::string& root);
 
 void print_diagnostics(const Diagnostics& d);
 
+// d2k-worker, beside the running d2k binary.
+std::filesystem::path worker_path();
+
 }  // namespace d2k::cli

@@ -1,6 +1,7 @@
 // End-to-end: the real d2k binary on the real suite and on the toy fixtures.
 #include <gtest/gtest.h>
 
+#include "core/files.hpp"
 #include "test_support.hpp"
 
 namespace d2k {
@@ -70,6 +71,35 @@ TEST(Cli, ValidateFailsOnABrokenFolderWithItsMessage) {
   EXPECT_NE(r.out.find("1 problem in 1 task"), std::string::npos) << r.out;
   auto ok = run_d2k("validate", "D2K_TASKS='" + test::fixtures().string() + "/base'");
   EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
+// The MCP server's evaluate and submit run the real evaluator on the workspace's solution; submit records the
+// evaluation outside the workspace. The workspace starts with the public files only.
+TEST(Cli, McpSubmitEvaluatesAndRecords) {
+  test::TempDir tmp;
+  auto ws = tmp.path() / "ws";
+  std::filesystem::create_directories(ws);
+  std::filesystem::copy_file(test::base_task() / "expert" / "solution.py", ws / "solution.py");
+  auto requests = tmp.path() / "requests.jsonl";
+  write_file_atomic(requests,
+                    R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+                    "\n"
+                    R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+                    "\n"
+                    R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"evaluate","arguments":{}}})"
+                    "\n"
+                    R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"submit","arguments":{}}})"
+                    "\n");
+  auto r = run_d2k("mcp --tasks '" + (test::fixtures() / "base").string() + "' --task 1 --workspace '" + ws.string() +
+                   "' < '" + requests.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ragged                     passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("submission 1 recorded"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "ws.submissions" / "001" / "evaluation.json"));
+  EXPECT_TRUE(std::filesystem::exists(ws / "TASK.md"));
+  EXPECT_TRUE(std::filesystem::exists(ws / "template" / "solution.py"));
+  EXPECT_FALSE(std::filesystem::exists(ws / "expert"));
+  EXPECT_FALSE(std::filesystem::exists(ws / "wrong"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ add_library(d2k_tools STATIC
   agent/tools/command_runner.cpp
   agent/tools/toolbox.cpp
   agent/tools/file_tools.cpp
+  agent/tools/public_files.cpp
   mcp/protocol.cpp
   mcp/server.cpp
 )

@@ -25,9 +25,14 @@ namespace {
 
 std::string fmt_ms(const std::optional<Timing>& t) { return t ? fmt::format("{:.4f}", t->median_ms) : "-"; }
 
-void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
-  fmt::print("\n{} / {} ({})\n", task.name, sol.name, language_name(sol.language));
-  fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", "workload", "status", "median_ms", "iqr_ms",
+}  // namespace
+
+// The end-of-run table (also what the agent's evaluate and submit tools answer).
+std::string format_table(const Task& task, const Solution& sol, const EvalResult& ev) {
+  std::string o;
+  auto out = std::back_inserter(o);
+  fmt::format_to(out, "\n{} / {} ({})\n", task.name, sol.name, language_name(sol.language));
+  fmt::format_to(out, "{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", "workload", "status", "median_ms", "iqr_ms",
              "eager_ms", "speedup", "GB/s", "%SOL");
   for (const auto& t : ev.traces) {
     std::string speed = "-", gbs = "-", iqr = "-";
@@ -38,21 +43,24 @@ void print_table(const Task& task, const Solution& sol, const EvalResult& ev) {
     }
     // Never print a time for an output that was not checked and passed.
     if (!t.skipped.empty()) {
-      fmt::print("{:<26} skipped: {}\n", t.workload, t.skipped);
+      fmt::format_to(out, "{:<26} skipped: {}\n", t.workload, t.skipped);
       continue;
     }
     double pct = t.pct_speed_of_light();
-    fmt::print("{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", t.workload, status_name(t.status),
+    fmt::format_to(out, "{:<26} {:<20} {:>11} {:>10} {:>11} {:>8} {:>9} {:>6}\n", t.workload, status_name(t.status),
                t.status == Status::passed ? fmt_ms(t.timing) : "-", iqr, fmt_ms(t.eager), speed, gbs,
                pct > 0 ? fmt::format("{:.0f}", pct) : "-");
   }
-  if (double g = geomean_speedup(ev); g > 0) fmt::print("geometric-mean speedup vs eager: {:.2f}x\n", g);
+  if (double g = geomean_speedup(ev); g > 0) fmt::format_to(out, "geometric-mean speedup vs eager: {:.2f}x\n", g);
   // Why each failure failed; a reason shared by every workload (a static violation, a compile error) once.
   std::set<std::string> said;
   for (const auto& t : ev.traces)
     if (t.skipped.empty() && t.status != Status::passed && said.insert(t.message).second)
-      fmt::print("  {}: {}\n", t.workload, t.message.substr(0, 1500));
+      fmt::format_to(out, "  {}: {}\n", t.workload, t.message.substr(0, 1500));
+  return o;
 }
+
+namespace {
 
 }  // namespace
 
@@ -177,7 +185,7 @@ int run_eval(const std::vector<std::string>& args) {
       continue;
     }
     if (tty) fmt::print(stderr, "\r\033[K");
-    print_table(*task, *sol, ev);
+    fmt::print("{}", format_table(*task, *sol, ev));
     auto j = ev.to_json();
     j["d2k_version"] = build::version;
     j["suite_version"] = suite->version;

@@ -6,7 +6,11 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "agent/tools/public_files.hpp"
 #include "agent/tools/toolbox.hpp"
+#include "core/files.hpp"
+#include "eval/evaluator.hpp"
+#include "task/solution.hpp"
 #include "cli/cli_util.hpp"
 #include "cli/verb_table.hpp"
 #include "d2k/build_info.hpp"
@@ -16,11 +20,61 @@
 
 namespace d2k::cli {
 
+std::string format_table(const Task& task, const Solution& sol, const EvalResult& ev);
+
+namespace {
+
+// evaluate: a quick look on the public workloads (one seed, short timing). submit: the official evaluation,
+// recorded outside the workspace (the agent cannot edit the record) with a copy of the solution.
+agent::ToolResult evaluate_workspace(const Task& task, const std::filesystem::path& workspace,
+                                     const std::filesystem::path& records, bool official) {
+  Diagnostics d;
+  auto sol = load_solution(workspace, d);
+  if (!sol) {
+    std::string why;
+    for (const auto& i : d.items()) why += i.message + "\n";
+    return {"no solution to evaluate: " + why + "write solution.py (Triton) or solution.cu (CUDA C++) at the "
+            "workspace root (templates in template/)", true};
+  }
+  EvalOptions eo;
+  eo.worker = worker_path();
+  eo.include_dir = std::filesystem::path(build::source_dir) / "include";
+  if (!official) {
+    eo.seeds = 1;
+    eo.compile_baseline = false;
+    eo.max_time_per_workload_s = 2;
+  }
+  EvalResult ev;
+  try {
+    ev = evaluate(task, *sol, eo);
+  } catch (const std::exception& e) {
+    return {std::string("the evaluation could not run: ") + e.what(), true};
+  }
+  std::string text = format_table(task, *sol, ev);
+  bool all_passed = std::all_of(ev.traces.begin(), ev.traces.end(),
+                                [](const auto& t) { return !t.skipped.empty() || t.status == Status::passed; });
+  if (official) {
+    std::filesystem::create_directories(records);
+    int n = 1;
+    while (std::filesystem::exists(records / fmt::format("{:03}", n))) ++n;
+    auto dir = records / fmt::format("{:03}", n);
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(sol->source, dir / sol->source.filename());
+    auto j = ev.to_json();
+    j["d2k_version"] = build::version;
+    write_file_atomic(dir / "evaluation.json", j.dump(2));
+    text += fmt::format("\nsubmission {} recorded\n", n);
+  }
+  return {text, !all_passed};
+}
+
+}  // namespace
+
 int run_mcp(const std::vector<std::string>& args) {
   CLI::App app{"Serve a task's tools (read_file, write_file, edit_file, list_files, bash, evaluate, submit) and "
                "its prompt over MCP on stdin/stdout, in both protocol eras (initialize handshake and 2026-07-28).",
                "d2k mcp"};
-  std::string root, id, workspace, guidance = "none";
+  std::string root, id, workspace, guidance = "none", records;
   std::size_t max_calls = 0;
   app.add_option("--task", id, "task name, folder name, number, or a path to a task folder")->required();
   app.add_option("--workspace", workspace, "the folder the tools work in (created if missing)")->required();
@@ -28,6 +82,7 @@ int run_mcp(const std::vector<std::string>& args) {
   app.add_option("--max-tool-calls", max_calls, "tool calls allowed before every call answers \"budget exhausted\" "
                                                 "(0: no limit)");
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
+  app.add_option("--submissions", records, "where submit records its evaluations (default: WORKSPACE.submissions)");
   if (auto rc = parse_args(app, args)) return *rc;
 
   std::filesystem::path dir;
@@ -57,12 +112,22 @@ int run_mcp(const std::vector<std::string>& args) {
     fmt::print(stderr, "d2k mcp: {}\n", e.what());
     return kUsage;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(workspace, ec);
+  while (workspace.size() > 1 && workspace.back() == '/') workspace.pop_back();  // "ws/" must not put records inside
+  std::filesystem::path records_dir(records.empty() ? workspace + ".submissions" : records);
+  try {
+    auto written = agent::populate_workspace(*task, levels, std::filesystem::path(build::source_dir) / "include", workspace);
+    if (!written.empty()) fmt::print(stderr, "d2k mcp: workspace starts with {} public files\n", written.size());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "d2k mcp: cannot prepare the workspace: {}\n", e.what());
+    return kFailed;
+  }
   std::optional<agent::ToolBox> tools;
   try {
     agent::ToolBoxOptions opt;
     opt.max_calls = max_calls;
+    opt.evaluate = [&task, ws = std::filesystem::path(workspace), records_dir](bool official) {
+      return evaluate_workspace(*task, ws, records_dir, official);
+    };
     tools.emplace(agent::Workspace(workspace), opt);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "d2k mcp: {}\n", e.what());
