@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "task/manifest.hpp"
 #include "task/suite.hpp"
 
 namespace d2k::cli {
@@ -17,6 +18,14 @@ std::optional<int> parse_args(CLI::App& app, const std::vector<std::string>& arg
 std::optional<Suite> load_suite_or_report(const std::string& root);
 
 void print_diagnostics(const Diagnostics& d);
+
+// The task named by a TASK argument (a path to a task folder, or a name, folder or number in the suite at
+// `root`), loaded. On failure prints why (as `d2k VERB: ...`) and sets `rc` to the verb's exit code.
+std::optional<Task> load_task_arg(const std::string& root, const std::string& id, std::string_view verb, int& rc);
+
+// A --guidance value with the levels it depends on; on failure prints why and sets `rc`.
+std::optional<std::vector<std::string>> guidance_levels_arg(const Task& task, const std::string& arg,
+                                                            std::string_view verb, int& rc);
 
 // d2k-worker, beside the running d2k binary.
 std::filesystem::path worker_path();

@@ -126,7 +126,7 @@ json timing_json(const Timing& t) {
           {"throttled_discarded", t.throttled}, {"stop_reason", t.stop_reason}, {"samples_ms", t.samples_ms}};
 }
 
-std::optional<Status> status_of(const json& body) {
+Status status_of(const json& body) {
   return parse_status(body.value("status", "runtime_error")).value_or(Status::runtime_error);
 }
 
@@ -533,7 +533,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     sol.proc->send(req);
     auto r = sol.proc->receive(opt.load_timeout);
     if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) return true;
-    all_failed = r.outcome == ChildProcess::Outcome::response ? *status_of(r.body)
+    all_failed = r.outcome == ChildProcess::Outcome::response ? status_of(r.body)
                  : r.outcome == ChildProcess::Outcome::timeout ? Status::timeout
                                                                : Status::runtime_error;
     all_failed_msg = "loading the solution failed: " +
@@ -562,7 +562,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     switch (r.outcome) {
       case ChildProcess::Outcome::response:
         if (r.body.value("ok", false)) return r.body;
-        t.status = *status_of(r.body);
+        t.status = status_of(r.body);
         t.message = r.body.value("error", "");
         // A CUDA error poisons the process's context: the next workload gets a fresh worker.
         if (t.status == Status::runtime_error) drop_worker();

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "core/expr.hpp"
+#include "core/toml_reader.hpp"
 #include "core/files.hpp"
 
 namespace d2k {
@@ -35,137 +36,8 @@ std::map<std::string, double, std::less<>> Task::vars(const Workload& w) const {
 
 namespace {
 
-// Reads typed values out of one TOML table, recording every problem with its key path and line.
-class Reader {
- public:
-  Reader(const toml::table& t, std::string path, const std::string& file, Diagnostics& d)
-      : t_(t), path_(std::move(path)), file_(file), d_(d) {}
 
-  std::string key(std::string_view k) const { return path_.empty() ? std::string(k) : path_ + "." + std::string(k); }
-  int line_of(const toml::node& n) const { return static_cast<int>(n.source().begin.line); }
-  int line() const { return static_cast<int>(t_.source().begin.line); }
-  void error(std::string_view k, const toml::node* n, std::string msg) const {
-    d_.add(file_, n ? line_of(*n) : line(), key(k), std::move(msg));
-  }
-  const toml::node* get(std::string_view k) const { return t_.get(k); }
-
-  std::optional<std::string> str(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (a string is required)");
-      return std::nullopt;
-    }
-    if (!n->is_string()) {
-      error(k, n, "must be a string");
-      return std::nullopt;
-    }
-    return n->as_string()->get();
-  }
-  std::optional<long long> integer(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (an integer is required)");
-      return std::nullopt;
-    }
-    if (!n->is_integer()) {
-      error(k, n, "must be an integer");
-      return std::nullopt;
-    }
-    return n->as_integer()->get();
-  }
-  // Integers are accepted where a number is expected.
-  std::optional<double> number(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (a number is required)");
-      return std::nullopt;
-    }
-    if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
-    if (n->is_floating_point()) {
-      double v = n->as_floating_point()->get();
-      if (!std::isfinite(v)) {
-        error(k, n, "must be finite");
-        return std::nullopt;
-      }
-      return v;
-    }
-    if (n->is_boolean()) return n->as_boolean()->get() ? 1.0 : 0.0;
-    error(k, n, "must be a number");
-    return std::nullopt;
-  }
-  std::vector<std::string> strings(std::string_view k, bool required) {
-    std::vector<std::string> out;
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (an array of strings is required)");
-      return out;
-    }
-    const auto* a = n->as_array();
-    if (!a) {
-      error(k, n, "must be an array of strings");
-      return out;
-    }
-    for (std::size_t i = 0; i < a->size(); ++i) {
-      const auto* e = a->get(i);
-      if (!e->is_string()) {
-        d_.add(file_, line_of(*e), fmt::format("{}[{}]", key(k), i), "must be a string");
-        continue;
-      }
-      out.push_back(e->as_string()->get());
-    }
-    return out;
-  }
-  const toml::table* table(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (a table is required)");
-      return nullptr;
-    }
-    if (!n->is_table()) {
-      error(k, n, "must be a table");
-      return nullptr;
-    }
-    return n->as_table();
-  }
-  // Arrays of tables ([[inputs]]): returns the tables; a missing key is an empty list.
-  std::vector<const toml::table*> tables(std::string_view k, bool required) {
-    std::vector<const toml::table*> out;
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, fmt::format("missing (write at least one [[{}]])", k));
-      return out;
-    }
-    const auto* a = n->as_array();
-    if (!a) {
-      error(k, n, fmt::format("must be an array of tables ([[{}]])", k));
-      return out;
-    }
-    for (std::size_t i = 0; i < a->size(); ++i) {
-      const auto* e = a->get(i);
-      if (!e->is_table()) {
-        d_.add(file_, line_of(*e), fmt::format("{}[{}]", key(k), i), "must be a table");
-        continue;
-      }
-      out.push_back(e->as_table());
-    }
-    return out;
-  }
-  void only_keys(std::initializer_list<std::string_view> allowed) {
-    for (auto&& [k, v] : t_) {
-      bool ok = false;
-      for (auto a : allowed) ok = ok || k.str() == a;
-      if (!ok) error(k.str(), &v, fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
-    }
-  }
-
- private:
-  const toml::table& t_;
-  std::string path_;
-  const std::string& file_;
-  Diagnostics& d_;
-};
-
-DType read_dtype(Reader& r, std::string_view k, bool param) {
+DType read_dtype(TomlReader& r, std::string_view k, bool param) {
   auto s = r.str(k, true);
   if (!s) return DType::float32;
   auto t = parse_dtype(*s);
@@ -180,8 +52,7 @@ DType read_dtype(Reader& r, std::string_view k, bool param) {
   return *t;
 }
 
-void read_tensor(Reader& r, TensorSpec& t, bool param_like = false) {
-  (void)param_like;
+void read_tensor(TomlReader& r, TensorSpec& t) {
   if (auto s = r.str("name", true)) t.name = *s;
   t.dtype = read_dtype(r, "dtype", false);
   if (!r.get("shape")) {
@@ -204,14 +75,14 @@ void read_tensor(Reader& r, TensorSpec& t, bool param_like = false) {
 
 Workload read_workload(const toml::table& tbl, const std::string& path, const std::string& file, Diagnostics& d,
                        bool timed) {
-  Reader r(tbl, path, file, d);
+  TomlReader r(tbl, path, file, d);
   r.only_keys({"name", "axes", "params", "description"});
   Workload w;
   w.timed = timed;
   w.line = r.line();
   if (auto s = r.str("name", true)) w.name = *s;
   if (const auto* axes = r.table("axes", true)) {
-    Reader ar(*axes, r.key("axes"), file, d);
+    TomlReader ar(*axes, r.key("axes"), file, d);
     for (auto&& [k, v] : *axes) {
       if (!v.is_integer()) {
         ar.error(k.str(), &v, "axis values must be integers");
@@ -226,9 +97,9 @@ Workload read_workload(const toml::table& tbl, const std::string& path, const st
     }
   }
   if (const auto* params = r.table("params", false)) {
-    Reader pr(*params, r.key("params"), file, d);
+    TomlReader pr(*params, r.key("params"), file, d);
     for (auto&& [k, v] : *params)
-      if (auto x = pr.number(k.str(), true)) w.params[std::string(k.str())] = *x;
+      if (auto x = pr.number(k.str(), true, true)) w.params[std::string(k.str())] = *x;
   }
   return w;
 }
@@ -250,7 +121,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   }
 
   Task task;
-  Reader r(root, "", file, d);
+  TomlReader r(root, "", file, d);
   r.only_keys({"schema", "name", "summary", "category", "constraints", "axes", "inputs", "outputs", "params",
                "workloads", "correctness", "evaluation", "requirements", "performance", "guidance"});
   if (auto v = r.integer("schema", true)) {
@@ -264,7 +135,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   task.constraints = r.strings("constraints", false);
 
   if (const auto* axes = r.table("axes", true)) {
-    Reader ar(*axes, "axes", file, d);
+    TomlReader ar(*axes, "axes", file, d);
     for (auto&& [k, v] : *axes) {
       if (!v.is_string()) {
         ar.error(k.str(), &v, "an axis is declared with its description (a string)");
@@ -277,7 +148,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   auto tensor_list = [&](std::string_view k, auto& out, bool is_output) {
     auto tbls = r.tables(k, true);
     for (std::size_t i = 0; i < tbls.size(); ++i) {
-      Reader tr(*tbls[i], fmt::format("{}[{}]", k, i), file, d);
+      TomlReader tr(*tbls[i], fmt::format("{}[{}]", k, i), file, d);
       if (is_output) {
         tr.only_keys({"name", "dtype", "shape", "description", "atol", "rtol", "matched_ratio", "atol_norm", "check"});
       } else {
@@ -286,10 +157,10 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
       typename std::remove_reference_t<decltype(out)>::value_type t;
       read_tensor(tr, t);
       if constexpr (std::is_same_v<decltype(t), OutputSpec>) {
-        if (auto v = tr.number("atol", true)) t.tol.atol = *v;
-        if (auto v = tr.number("rtol", true)) t.tol.rtol = *v;
-        if (auto v = tr.number("matched_ratio", false)) t.tol.matched_ratio = *v;
-        if (auto v = tr.number("atol_norm", false)) t.tol.atol_norm = *v;
+        if (auto v = tr.number("atol", true, true)) t.tol.atol = *v;
+        if (auto v = tr.number("rtol", true, true)) t.tol.rtol = *v;
+        if (auto v = tr.number("matched_ratio", false, true)) t.tol.matched_ratio = *v;
+        if (auto v = tr.number("atol_norm", false, true)) t.tol.atol_norm = *v;
         if (auto v = tr.str("check", false)) t.tol.check = *v;
       }
       out.push_back(std::move(t));
@@ -299,12 +170,12 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   tensor_list("outputs", task.outputs, true);
 
   for (const auto* pt : r.tables("params", false)) {
-    Reader pr(*pt, fmt::format("params[{}]", task.params.size()), file, d);
+    TomlReader pr(*pt, fmt::format("params[{}]", task.params.size()), file, d);
     pr.only_keys({"name", "dtype", "value", "description"});
     ParamSpec p;
     if (auto s = pr.str("name", true)) p.name = *s;
     p.dtype = read_dtype(pr, "dtype", true);
-    if (auto v = pr.number("value", true)) p.value = *v;
+    if (auto v = pr.number("value", true, true)) p.value = *v;
     if (auto s = pr.str("description", false)) p.description = *s;
     task.params.push_back(std::move(p));
   }
@@ -317,7 +188,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
     task.correctness.push_back(read_workload(*cl[i], fmt::format("correctness[{}]", i), file, d, false));
 
   if (const auto* ev = r.table("evaluation", false)) {
-    Reader er(*ev, "evaluation", file, d);
+    TomlReader er(*ev, "evaluation", file, d);
     er.only_keys({"seeds", "reference_precision"});
     if (auto v = er.integer("seeds", false)) {
       if (*v < 1 || *v > 64)
@@ -329,7 +200,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   }
 
   if (const auto* rq = r.table("requirements", true)) {
-    Reader qr(*rq, "requirements", file, d);
+    TomlReader qr(*rq, "requirements", file, d);
     qr.only_keys({"languages", "text", "forbidden_calls", "forbidden_libraries", "allowed_torch_ops"});
     task.requirements.languages = qr.strings("languages", true);
     if (auto s = qr.str("text", true)) task.requirements.text = *s;
@@ -339,7 +210,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   }
 
   if (const auto* pf = r.table("performance", true)) {
-    Reader fr(*pf, "performance", file, d);
+    TomlReader fr(*pf, "performance", file, d);
     fr.only_keys({"flops", "bytes", "bound", "compute_dtype"});
     if (auto s = fr.str("flops", true)) task.performance.flops = *s;
     if (auto s = fr.str("bytes", true)) task.performance.bytes = *s;
@@ -348,7 +219,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
   }
 
   if (const auto* gd = r.table("guidance", true)) {
-    Reader gr(*gd, "guidance", file, d);
+    TomlReader gr(*gd, "guidance", file, d);
     for (auto&& [k, v] : *gd) {
       GuidanceLevel g;
       g.id = std::string(k.str());
@@ -357,7 +228,7 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
         gr.error(k.str(), &v, "must be a table ([guidance.L1])");
         continue;
       }
-      Reader lr(*lt, gr.key(k.str()), file, d);
+      TomlReader lr(*lt, gr.key(k.str()), file, d);
       lr.only_keys({"title", "depends"});
       if (auto s = lr.str("title", true)) g.title = *s;
       g.depends = lr.strings("depends", false);

@@ -11,8 +11,11 @@
 #include <sstream>
 
 #include "core/files.hpp"
+#include "core/toml_reader.hpp"
 
 namespace d2k::agent {
+
+using d2k::TomlReader;
 
 std::string_view provider_kind_name(ProviderKind k) { return k == ProviderKind::openai ? "openai" : "anthropic"; }
 
@@ -30,77 +33,6 @@ namespace {
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
-// Typed reads out of one table; each problem becomes a diagnostic with the key's full path and line.
-class TableReader {
- public:
-  TableReader(const toml::table& t, std::string path, const std::string& file, Diagnostics& d)
-      : t_(t), path_(std::move(path)), file_(file), d_(d) {}
-
-  std::string key(std::string_view k) const { return path_.empty() ? std::string(k) : path_ + "." + std::string(k); }
-  void error(std::string_view k, const toml::node* n, std::string msg) {
-    d_.add(file_, n ? line_of(*n) : line_of(t_), key(k), std::move(msg));
-  }
-  const toml::node* get(std::string_view k) const { return t_.get(k); }
-
-  std::optional<std::string> str(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (a string is required)");
-      return std::nullopt;
-    }
-    if (!n->is_string()) {
-      error(k, n, "must be a string");
-      return std::nullopt;
-    }
-    return n->as_string()->get();
-  }
-  std::optional<long long> integer(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (an integer is required)");
-      return std::nullopt;
-    }
-    if (!n->is_integer()) {
-      error(k, n, "must be an integer");
-      return std::nullopt;
-    }
-    return n->as_integer()->get();
-  }
-  std::optional<double> number(std::string_view k, bool required) {
-    const auto* n = get(k);
-    if (!n) {
-      if (required) error(k, nullptr, "missing (a number is required)");
-      return std::nullopt;
-    }
-    double v;
-    if (n->is_integer())
-      v = static_cast<double>(n->as_integer()->get());
-    else if (n->is_floating_point())
-      v = n->as_floating_point()->get();
-    else {
-      error(k, n, "must be a number");
-      return std::nullopt;
-    }
-    if (!std::isfinite(v)) {
-      error(k, n, "must be finite");
-      return std::nullopt;
-    }
-    return v;
-  }
-  void only_keys(std::initializer_list<std::string_view> allowed) {
-    for (auto&& [k, v] : t_) {
-      bool ok = false;
-      for (auto a : allowed) ok = ok || k.str() == a;
-      if (!ok) error(k.str(), &v, fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
-    }
-  }
-
- private:
-  const toml::table& t_;
-  std::string path_;
-  const std::string& file_;
-  Diagnostics& d_;
-};
 
 nlohmann::json toml_to_json(const toml::node& n) {
   std::ostringstream out;
@@ -122,7 +54,7 @@ bool valid_name(const std::string& s) {
 
 void read_model(const toml::table& t, const std::string& path, const std::string& file, Diagnostics& d,
                 ModelConfig& m) {
-  TableReader r(t, path, file, d);
+  TomlReader r(t, path, file, d);
   r.only_keys({"name", "provider", "base_url", "api_key_env", "model", "temperature", "top_p", "max_output_tokens",
                "context_window", "prices", "extra", "request_timeout_s", "max_tokens_field"});
   m.file = file;
@@ -199,7 +131,7 @@ void read_model(const toml::table& t, const std::string& path, const std::string
   }
   if (const auto* p = r.get("prices")) {
     if (const auto* pt = p->as_table()) {
-      TableReader pr(*pt, r.key("prices"), file, d);
+      TomlReader pr(*pt, r.key("prices"), file, d);
       pr.only_keys({"input", "cached_input", "cache_write", "output"});
       auto price = [&](std::string_view k, bool required) -> std::optional<double> {
         auto v = pr.number(k, required);
@@ -246,7 +178,7 @@ std::optional<ModelRegistry> parse_model_registry(std::string_view text, const s
     return std::nullopt;
   }
   std::size_t before = diags.size();
-  TableReader top(root, "", file, diags);
+  TomlReader top(root, "", file, diags);
   top.only_keys({"models"});
   ModelRegistry reg;
   const auto* n = root.get("models");

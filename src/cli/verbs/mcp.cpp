@@ -85,33 +85,12 @@ int run_mcp(const std::vector<std::string>& args) {
   app.add_option("--submissions", records, "where submit records its evaluations (default: WORKSPACE.submissions)");
   if (auto rc = parse_args(app, args)) return *rc;
 
-  std::filesystem::path dir;
-  if (id.find('/') != std::string::npos) {
-    dir = id;
-  } else {
-    auto suite = load_suite_or_report(root);
-    if (!suite) return kFailed;
-    std::string why;
-    auto found = find_task_dir(*suite, id, why);
-    if (!found) {
-      fmt::print(stderr, "d2k mcp: {}\n", why);
-      return kUsage;
-    }
-    dir = *found;
-  }
-  Diagnostics d;
-  auto task = load_task(dir, d);
-  if (!task) {
-    print_diagnostics(d);
-    return kFailed;
-  }
-  std::vector<std::string> levels;
-  try {
-    levels = close_guidance(*task, parse_guidance_arg(*task, guidance));
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "d2k mcp: {}\n", e.what());
-    return kUsage;
-  }
+  int rc = kOk;
+  auto task = load_task_arg(root, id, "mcp", rc);
+  if (!task) return rc;
+  auto found_levels = guidance_levels_arg(*task, guidance, "mcp", rc);
+  if (!found_levels) return rc;
+  const auto& levels = *found_levels;
   while (workspace.size() > 1 && workspace.back() == '/') workspace.pop_back();  // "ws/" must not put records inside
   std::filesystem::path records_dir(records.empty() ? workspace + ".submissions" : records);
   try {

@@ -20,33 +20,12 @@ int run_show(const std::vector<std::string>& args) {
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   if (auto rc = parse_args(app, args)) return *rc;
 
-  std::filesystem::path dir;
-  if (id.find('/') != std::string::npos) {
-    dir = id;
-  } else {
-    auto suite = load_suite_or_report(root);
-    if (!suite) return kFailed;
-    std::string why;
-    auto found = find_task_dir(*suite, id, why);
-    if (!found) {
-      fmt::print(stderr, "d2k show: {}\n", why);
-      return kUsage;
-    }
-    dir = *found;
-  }
-  Diagnostics d;
-  auto task = load_task(dir, d);
-  if (!task) {
-    print_diagnostics(d);
-    return kFailed;
-  }
-  std::vector<std::string> levels;
-  try {
-    levels = close_guidance(*task, parse_guidance_arg(*task, guidance));
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "d2k show: {}\n", e.what());
-    return kUsage;
-  }
+  int rc = kOk;
+  auto task = load_task_arg(root, id, "show", rc);
+  if (!task) return rc;
+  auto found_levels = guidance_levels_arg(*task, guidance, "show", rc);
+  if (!found_levels) return rc;
+  const auto& levels = *found_levels;
   fmt::print("{}", render_prompt(*task, levels));
   return kOk;
 }
