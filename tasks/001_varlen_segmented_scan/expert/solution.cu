@@ -17,10 +17,7 @@
  *    accumulation throughout; a dedicated look-back warp that examines 32 predecessors at once and loads their
  *    values together, while the 8 data warps' loads are in flight; 64 KB tiles, two CTAs per SM.
  *
- * Measured: not yet measured on the H200 with the d2k harness (issue 8). A scratch timing on one H200 (CUDA
- * events, L2 flushed, launch queued behind a sleep kernel, median of 30): 108 us for T = 2^20, H = 32, B = 8;
- * 108 us for B = 2048; 230 us for T = 2^22, H = 16, B = 64; 31 us for the decode mix (T = 2^18, B = 16384):
- * 2.2 to 2.5 TB/s of the 8 bytes per element, against about 4.3 TB/s for a device-to-device copy.
+ * Measured: not yet measured on the H200 with `d2k eval` (issue 8); figures go here with GPU and date.
  */
 #include "d2k/solution.h"
 
