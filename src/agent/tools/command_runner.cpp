@@ -63,13 +63,31 @@ bool drain(int fd, HeadTailBuffer& buf) {
 
 CommandResult LocalCommandRunner::run(const std::string& command, const std::filesystem::path& cwd,
                                       std::chrono::seconds timeout, const OutputLimits& limits) {
+  return run_process({"/bin/bash", {"bash", "-c", command}, std::nullopt, cwd, {}}, timeout, limits);
+}
+
+CommandResult run_process(const ProcessSpec& spec, std::chrono::seconds timeout, const OutputLimits& limits) {
   CommandResult r;
+  if (spec.argv.empty()) {
+    r.error = "no command";
+    return r;
+  }
+  // Everything the child needs is built before fork: the child only makes system calls.
+  const std::string& path = spec.path.empty() ? spec.argv[0] : spec.path;
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (spec.env) {
+    for (const auto& e : *spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     r.error = std::string("pipe: ") + std::strerror(errno);
     return r;
   }
-  std::string cwd_s = cwd.string();
+  std::string cwd_s = spec.cwd.string();
   pid_t pid = ::fork();
   if (pid < 0) {
     r.error = std::string("fork: ") + std::strerror(errno);
@@ -85,7 +103,20 @@ CommandResult LocalCommandRunner::run(const std::string& command, const std::fil
     ::dup2(fds[1], 2);
     if (::chdir(cwd_s.c_str()) != 0) _exit(126);
     ::signal(SIGPIPE, SIG_DFL);
-    execl("/bin/bash", "bash", "-c", command.c_str(), static_cast<char*>(nullptr));
+    if (spec.before_exec) {
+      if (const char* why = spec.before_exec()) {
+        ssize_t ignored = ::write(2, why, std::strlen(why));
+        (void)ignored;
+        _exit(126);
+      }
+    }
+    if (spec.env)
+      ::execve(path.c_str(), argv.data(), envp.data());
+    else
+      ::execv(path.c_str(), argv.data());
+    const char msg[] = "cannot execute the command\n";
+    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
     _exit(127);
   }
   ::setpgid(pid, pid);  // also in the parent, so the kill below cannot race the child's own call

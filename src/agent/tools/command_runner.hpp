@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace d2k::agent {
 
@@ -39,6 +42,22 @@ class LocalCommandRunner final : public CommandRunner {
   CommandResult run(const std::string& command, const std::filesystem::path& cwd, std::chrono::seconds timeout,
                     const OutputLimits& limits) override;
 };
+
+// One process as the runners start it: `path` is the absolute path executed (empty: argv[0]), `env` the whole environment ("K=V";
+// nullopt inherits), `cwd` the host folder it starts in. `before_exec` runs in the forked child just before
+// exec and may only make async-signal-safe calls (setrlimit, setuid, ...); it returns nullptr, or a message that
+// ends the child with exit code 126.
+struct ProcessSpec {
+  std::string path;
+  std::vector<std::string> argv;
+  std::optional<std::vector<std::string>> env;
+  std::filesystem::path cwd;
+  std::function<const char*()> before_exec;
+};
+
+// The engine of LocalCommandRunner, shared by the sandboxed runner: stdin from /dev/null, stdout and stderr into
+// one pipe cut to head and tail, its own process group killed on timeout and once the process has exited.
+CommandResult run_process(const ProcessSpec& spec, std::chrono::seconds timeout, const OutputLimits& limits);
 
 // Keeps the first head_bytes and the last tail_bytes of a stream of any length.
 class HeadTailBuffer {
