@@ -1,6 +1,5 @@
 // The half of the sandbox that looks at the machine: where bwrap is, what to bind (system, Python environment,
 // CUDA toolkit, GPU nodes), what to hide, limits sized to the machine; the runner and the factory.
-#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,8 +25,6 @@ namespace d2k::agent {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr long kNobody = 65534;
 
 std::optional<fs::path> which(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -106,13 +103,16 @@ std::uint64_t physical_memory() {
 }
 
 // As root, the sandbox's user must own what d2k wrote into the workspace to edit it. Only entries owned by d2k's
-// own uid change hands; symlinks are not followed (lchown) and files with several hard links are left alone (a
+// own uid, or by an earlier sandbox's uid (a resumed workspace, another d2k process), change hands; symlinks are not followed (lchown) and files with several hard links are left alone (a
 // link to a file outside must not move that file's ownership).
 void hand_over(const fs::path& root, uid_t uid, gid_t gid) {
   uid_t self = ::geteuid();
   auto give = [&](const fs::path& p) {
     struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0 || st.st_uid != self) return;
+    if (::lstat(p.c_str(), &st) != 0) return;
+    bool earlier_sandbox = st.st_uid >= sandbox_uid_base && st.st_uid < sandbox_uid_base + 65536;
+    if (st.st_uid != self && !earlier_sandbox) return;
+    if (st.st_uid == uid && st.st_gid == gid) return;
     if (S_ISREG(st.st_mode) && st.st_nlink > 1) return;
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) return;
     if (::lchown(p.c_str(), uid, gid) != 0) return;
@@ -229,16 +229,27 @@ SandboxSpec default_sandbox_spec(const fs::path& bwrap, const fs::path& workspac
 
 BwrapCommandRunner::BwrapCommandRunner(fs::path bwrap, SandboxOptions options)
     : bwrap_(std::move(bwrap)), options_(std::move(options)) {
-  uid_ = options_.run_as_uid;
-  gid_ = options_.run_as_gid;
-  if (uid_ < 0 && ::geteuid() == 0) uid_ = kNobody;
-  if (uid_ >= 0 && gid_ < 0) gid_ = uid_ == kNobody ? kNobody : uid_;
-  if (uid_ >= 0 && static_cast<uid_t>(uid_) == ::geteuid()) uid_ = gid_ = -1;
+  if (::geteuid() != 0) return;
+  uid_ = options_.run_as_uid >= 0 ? options_.run_as_uid : sandbox_uid_base + (::getpid() % 65536);
+  gid_ = options_.run_as_gid >= 0 ? options_.run_as_gid : uid_;
+  if (uid_ == 0) uid_ = gid_ = -1;  // asked to stay root: no switch (and no process limit)
+}
+
+SandboxSpec BwrapCommandRunner::spec_for(const fs::path& workspace) const {
+  auto spec = default_sandbox_spec(bwrap_, workspace, options_);
+  if (uid_ >= 0) {
+    spec.run_as = {uid_, gid_};
+    for (const char* k : {"USER", "LOGNAME"}) {
+      std::erase_if(spec.env, [&](const auto& kv) { return kv.first == k; });
+      spec.env.emplace_back(k, "d2k");
+    }
+  }
+  return spec;
 }
 
 CommandResult BwrapCommandRunner::run(const std::string& command, const fs::path& cwd, std::chrono::seconds timeout,
                                       const OutputLimits& limits) {
-  auto spec = default_sandbox_spec(bwrap_, cwd, options_);
+  auto spec = spec_for(cwd);
   ProcessSpec p;
   p.path = bwrap_.string();
   p.argv = bwrap_argv(spec, {"/bin/bash", "-c", command});
@@ -250,16 +261,7 @@ CommandResult BwrapCommandRunner::run(const std::string& command, const fs::path
     env.push_back("LD_LIBRARY_PATH=" + libdir.string());  // the unpacked package's libraries (device-deps.sh)
   p.env = env;
   p.cwd = spec.workspace;
-  if (uid_ >= 0) {
-    hand_over(spec.workspace, static_cast<uid_t>(uid_), static_cast<gid_t>(gid_));
-    uid_t u = static_cast<uid_t>(uid_);
-    gid_t g = static_cast<gid_t>(gid_);
-    p.before_exec = [u, g]() -> const char* {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(g) != 0 || ::setuid(u) != 0)
-        return "d2k sandbox: could not switch to the sandbox's user\n";
-      return nullptr;
-    };
-  }
+  if (uid_ >= 0) hand_over(spec.workspace, static_cast<uid_t>(uid_), static_cast<gid_t>(gid_));
   return run_process(p, timeout, limits);
 }
 

@@ -54,6 +54,12 @@ struct SandboxSpec {
   std::vector<std::pair<std::string, std::string>> env;  // the whole environment inside (clearenv, then these)
   SandboxLimits limits;
   std::string hostname = "d2k-sandbox";
+  // Set when bwrap runs as root: bwrap builds the sandbox with root's view of the files (a workspace under a
+  // 0700 folder is still bound), without a user namespace, and the command runs as this host uid/gid through
+  // `setpriv` (capabilities gone with the switch, RLIMIT_NPROC counted for that uid). Unset: bwrap runs as the
+  // caller in its own user namespace (nested ones disabled) and the command keeps the caller's uid.
+  std::optional<std::pair<long, long>> run_as;
+  std::filesystem::path setpriv = "/usr/bin/setpriv";
 };
 
 // The bwrap command line that runs `command` (argv, command[0] a path inside the sandbox) under `spec`.
@@ -82,6 +88,8 @@ std::vector<std::string> default_env_allow_list();
 
 enum class SandboxKind { bwrap, none };
 
+inline constexpr long sandbox_uid_base = 0x40000000;  // no passwd entry; USER and LOGNAME are set to "d2k"
+
 // What the factory needs to know; the defaults are what `d2k mcp` and `d2k agent run` use.
 struct SandboxOptions {
   SandboxKind kind = SandboxKind::bwrap;
@@ -90,9 +98,10 @@ struct SandboxOptions {
   std::vector<std::filesystem::path> hidden;     // extra hidden paths (the tasks folder, the submissions folder)
   std::vector<std::string> env_allow;            // extra allowed variable names (secrets are dropped regardless)
   std::optional<SandboxLimits> limits;           // nullopt: default_sandbox_limits()
-  // The host uid/gid the sandbox runs as. -1: 65534 (nobody) when d2k runs as root (root's process count is not
-  // limited by the kernel, and root owns too much), else unchanged. When it differs from d2k's own uid, the
-  // workspace is handed to it (chown of what d2k wrote) before every command.
+  // The host uid/gid the command runs as when d2k runs as root (the kernel does not limit root's process count,
+  // and root owns too much). -1: a uid of its own, sandbox_uid_base + (d2k's pid mod 65536), so that one
+  // sandbox's processes count against its own limit only. The workspace is handed to it (chown of what d2k
+  // wrote) before every command. Ignored when d2k is not root: the command keeps d2k's uid.
   long run_as_uid = -1;
   long run_as_gid = -1;
 };
@@ -129,6 +138,8 @@ class BwrapCommandRunner final : public CommandRunner {
   const std::filesystem::path& bwrap() const { return bwrap_; }
   // The host uid the commands run as (-1: d2k's own).
   long run_as_uid() const { return uid_; }
+  // The spec run() uses for a workspace (what the runner adds to default_sandbox_spec(): the uid switch).
+  SandboxSpec spec_for(const std::filesystem::path& workspace) const;
 
  private:
   std::filesystem::path bwrap_;

@@ -71,15 +71,21 @@ std::string ulimit_script(const SandboxLimits& l) {
 }
 
 std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<std::string>& command) {
-  std::vector<std::string> a = {spec.bwrap.string(),
-                                "--unshare-all",      // user, ipc, pid, net, uts, cgroup namespaces
-                                "--unshare-user",     // required, not "try": --disable-userns needs it
-                                "--disable-userns",   // no nested user namespace to regain capabilities in
-                                "--die-with-parent",  // the runner's kill of bwrap ends the sandbox
-                                "--new-session",      // no TIOCSTI into a terminal outside
-                                "--cap-drop", "ALL",  // as root too (bwrap keeps them for root otherwise)
-                                "--hostname", spec.hostname,
-                                "--clearenv"};
+  std::vector<std::string> a = {spec.bwrap.string()};
+  if (spec.run_as) {
+    // bwrap as root, no user namespace: the command drops to run_as with setpriv, which needs these two
+    // capabilities; the uid switch clears them (no SECBIT_KEEP_CAPS; bwrap sets no_new_privs).
+    a.insert(a.end(), {"--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                       "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"});
+  } else {
+    a.insert(a.end(), {"--unshare-all",     // user, ipc, pid, net, uts, cgroup namespaces
+                       "--unshare-user",    // required, not "try": --disable-userns needs it
+                       "--disable-userns",  // no nested user namespace to regain capabilities in
+                       "--cap-drop", "ALL"});
+  }
+  a.insert(a.end(), {"--die-with-parent",  // the runner's kill of bwrap ends the sandbox
+                     "--new-session",      // no TIOCSTI into a terminal outside
+                     "--hostname", spec.hostname, "--clearenv"});
   for (const auto& [k, v] : spec.env) {
     a.insert(a.end(), {"--setenv", k, v});
   }
@@ -90,7 +96,7 @@ std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<s
   {
     MountOp tmp{"/tmp", {}};
     if (spec.limits.tmp_bytes) tmp.args = {"--size", std::to_string(spec.limits.tmp_bytes)};
-    tmp.args.insert(tmp.args.end(), {"--tmpfs", "/tmp"});
+    tmp.args.insert(tmp.args.end(), {"--perms", "1777", "--tmpfs", "/tmp"});  // writable whoever runs inside
     ops.push_back(tmp);
   }
   std::vector<fs::path> shown;  // what binds show; hidden paths below them get covered
@@ -120,8 +126,18 @@ std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<s
     auto p = d.lexically_normal().string();
     ops.push_back({d, {"--dev-bind-try", p, p}});
   }
+  // The folders above each mount point exist inside with mode 0755 (bwrap as root would create them 0700,
+  // which the command's user could not pass). Existing folders keep their mode.
+  std::vector<fs::path> parents;
+  for (const auto& op : ops) {
+    for (auto p = op.path.lexically_normal().parent_path(); depth(p) > 0; p = p.parent_path()) {
+      if (std::find(parents.begin(), parents.end(), p) == parents.end()) parents.push_back(p);
+    }
+  }
+  std::sort(parents.begin(), parents.end());
+  for (const auto& p : parents) ops.push_back({p, {"--perms", "0755", "--dir", p.string()}});
   // Shallower first, so that a deeper mount lands on top; equal depths keep the order above (tmp, binds,
-  // workspace, hidden, devices).
+  // workspace, hidden, devices, then the folders).
   std::stable_sort(ops.begin(), ops.end(),
                    [](const MountOp& x, const MountOp& y) { return depth(x.path) < depth(y.path); });
   for (const auto& op : ops) a.insert(a.end(), op.args.begin(), op.args.end());
@@ -129,6 +145,9 @@ std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<s
   a.insert(a.end(), {"--remount-ro", "/"});
   if (!spec.workspace.empty()) a.insert(a.end(), {"--chdir", spec.workspace.lexically_normal().string()});
   a.push_back("--");
+  if (spec.run_as)
+    a.insert(a.end(), {spec.setpriv.string(), "--reuid", std::to_string(spec.run_as->first), "--regid",
+                       std::to_string(spec.run_as->second), "--clear-groups", "--"});
   auto script = ulimit_script(spec.limits);
   if (!script.empty()) a.insert(a.end(), {"/bin/bash", "-c", script, "d2k-sandbox"});
   a.insert(a.end(), command.begin(), command.end());
