@@ -11,6 +11,7 @@ constexpr std::array kVerbs{
     Verb{"eval", "evaluate a solution (or the suite's expert, naive or wrong solutions): correctness, timing, baselines", run_eval},
     Verb{"calibrate", "measure the GPU's copy bandwidth and matrix rates for speed-of-light figures", run_calibrate},
     Verb{"mcp", "serve a task's tools and prompt over MCP on stdio (initialize handshake and 2026-07-28 eras)", run_mcp},
+    Verb{"agent", "run an agent on a task under budgets (built-in loop or external CLI), resume it, show its outcome", run_agent},
 };
 }  // namespace
 

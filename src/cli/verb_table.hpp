@@ -28,5 +28,6 @@ int run_validate(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_mcp(const std::vector<std::string>& args);
+int run_agent(const std::vector<std::string>& args);
 
 }  // namespace d2k::cli
