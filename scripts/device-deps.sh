@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(nlohmann-json3-dev libtomlplusplus-dev libtomlplusplus3 libcli11-dev libfmt-dev libfmt9
-      libmuparser-dev libmuparser2v5 libgtest-dev libgmock-dev libssl-dev libssl3)
+      libmuparser-dev libmuparser2v5 libgtest-dev libgmock-dev libssl-dev libssl3
+      bubblewrap libcap2 libselinux1 libpcre2-8-0)  # .deps/usr/bin/bwrap: the agent's sandbox (src/agent/sandbox)
 rm -rf .deps && mkdir -p .deps/debs
 (cd .deps/debs && apt-get download "${PKGS[@]}" >/dev/null)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps; done

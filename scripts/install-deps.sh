@@ -10,6 +10,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libmuparser-dev
   libgtest-dev libgmock-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev
   python3 python3-dev python3-venv python3-pip python3-numpy python3-torch
+  bubblewrap
 )
 
 missing=()
