@@ -228,6 +228,29 @@ TEST_P(AgentCliBoth, SigtermEndsTheRunInterruptedWithAFinalRecordAndItCanBeResum
 INSTANTIATE_TEST_SUITE_P(WireFormats, AgentCliBoth, ::testing::Values(ProviderKind::openai, ProviderKind::anthropic),
                          [](const auto& p) { return test::kind_name(p.param); });
 
+TEST(AgentCli, BashRunsInTheSandboxWithoutSightOfTheRunRecords) {
+  CliRun c;
+  const auto kind = ProviderKind::anthropic;
+  FakeModelServer server({test::reply(kind, "", {{"c1", "bash", {{"command", "cat ../trajectory.jsonl; ls TASK.md"}}, ""}}),
+                          test::reply(kind, "done", {})},
+                         std::chrono::milliseconds(60000));
+  auto reg = write_registry(c.tmp.path(), kind, server.base_url());
+  auto args = c.base_args(reg);
+  args.insert(args.end(), {"--no-auto-submit", "--sandbox", "bwrap"});
+  Child ch = spawn_d2k(args, c.tmp.path() / "log", c.cache);
+  int rc = wait_exit(ch, std::chrono::seconds(60));
+  if (rc == 1 && log_of(ch).find("bwrap") != std::string::npos && !fs::exists(c.run))
+    GTEST_SKIP() << "bubblewrap cannot run here: " << log_of(ch);
+  ASSERT_EQ(rc, 0) << log_of(ch);
+  EXPECT_EQ(records_of(c.run, "start")[0]["sandbox"], "bwrap");
+  auto tools = records_of(c.run, "tool");
+  ASSERT_EQ(tools.size(), 1u);
+  std::string out = tools[0]["result"]["text"];
+  EXPECT_NE(out.find("TASK.md"), std::string::npos) << out;  // the workspace is there
+  EXPECT_EQ(out.find("\"type\":\"start\""), std::string::npos) << "the agent read its own trajectory: " << out;
+  EXPECT_NE(out.find("No such file"), std::string::npos) << out;
+}
+
 TEST(AgentCli, ExternalAgentSubmitsThroughMcp) {
   CliRun c;
   std::string cmd = fmt::format("{} {} {{mcp_config}} {}", shell_quote(D2K_TEST_PYTHON), shell_quote(D2K_FAKE_AGENT),

@@ -24,6 +24,7 @@
 #include "agent/loop/submissions.hpp"
 #include "agent/loop/trajectory.hpp"
 #include "agent/providers/provider.hpp"
+#include "agent/sandbox/sandbox.hpp"
 #include "agent/tools/public_files.hpp"
 #include "agent/tools/toolbox.hpp"
 #include "core/files.hpp"
@@ -168,6 +169,8 @@ struct RunSetup {
   agent::FinalPolicy policy = agent::FinalPolicy::last;
   bool auto_submit = true;
   double condense_fraction = 0.75;
+  std::string sandbox = "bwrap";  // where the bash tool runs: bwrap or none (as `d2k mcp --sandbox`)
+  bool sandbox_given = false;     // external agents: passed on to `d2k mcp` only when asked for
 };
 
 std::string levels_text(const std::vector<std::string>& levels) {
@@ -176,9 +179,31 @@ std::string levels_text(const std::vector<std::string>& levels) {
   return s.empty() ? "none" : s;
 }
 
-agent::ToolBox make_toolbox(const RunSetup& s) {
+// The bash tool's runner, made once per run (the bwrap probe runs here): throws SandboxUnavailable.
+std::shared_ptr<agent::CommandRunner> make_runner(const RunSetup& s) {
+  agent::SandboxOptions so;
+  so.kind = agent::parse_sandbox_kind(s.sandbox).value_or(agent::SandboxKind::bwrap);
+  // Hidden from the agent: the suite (expert solutions) and the run directory (trajectory, submissions, logs);
+  // the workspace inside it is bound on top.
+  so.hidden = {s.task->dir.parent_path(), s.run_dir};
+  std::string chosen;
+  std::shared_ptr<agent::CommandRunner> r = agent::make_command_runner(so, &chosen);
+  fmt::print(stderr, "d2k agent: sandbox for bash: {}\n", chosen);
+  return r;
+}
+
+std::shared_ptr<agent::CommandRunner> runner_or_report(const RunSetup& s) {
+  try {
+    return make_runner(s);
+  } catch (const agent::SandboxUnavailable& e) {
+    fmt::print(stderr, "d2k agent: {}\n", e.what());
+    return nullptr;
+  }
+}
+
+agent::ToolBox make_toolbox(const RunSetup& s, std::shared_ptr<agent::CommandRunner> runner) {
   agent::ToolBoxOptions opt;
-  opt.runner = std::make_shared<agent::LocalCommandRunner>();
+  opt.runner = runner ? std::move(runner) : std::make_shared<agent::LocalCommandRunner>();
   const Task* task = &*s.task;
   opt.evaluate = [task, ws = s.workspace, records = s.submissions](bool official) {
     return evaluate_workspace(*task, ws, records, official);
@@ -211,7 +236,8 @@ void print_final(const json& fin) {
 }
 
 // The built-in loop, fresh or resumed; the caller holds the run lock.
-int drive_loop(RunSetup& s, const agent::ModelConfig& model, const std::vector<json>* resume_records) {
+int drive_loop(RunSetup& s, const agent::ModelConfig& model, std::shared_ptr<agent::CommandRunner> runner,
+               const std::vector<json>* resume_records) {
   auto retry_log = std::make_shared<agent::RetryLog>();
   agent::ProviderDeps deps;
   deps.on_retry = [retry_log](const agent::RetryEvent& e) {
@@ -219,7 +245,7 @@ int drive_loop(RunSetup& s, const agent::ModelConfig& model, const std::vector<j
     fmt::print(stderr, "d2k agent: {} on attempt {}; retrying in {} ms\n", e.reason, e.attempt, e.wait.count());
   };
   auto provider = agent::make_provider(model, deps);
-  agent::ToolBox tools = make_toolbox(s);
+  agent::ToolBox tools = make_toolbox(s, std::move(runner));
   agent::TrajectoryWriter traj(s.trajectory);
   agent::LoopOptions lo;
   lo.budgets = s.budgets;
@@ -252,6 +278,7 @@ int drive_external(RunSetup& s, const std::string& agent_cmd) {
   std::vector<std::string> args{"mcp", "--task", s.task->dir.string(), "--workspace", s.workspace.string(),
                                 "--submissions", s.submissions.string(), "--guidance", s.guidance_shown};
   if (s.budgets.max_turns > 0) args.insert(args.end(), {"--max-tool-calls", std::to_string(s.budgets.max_turns)});
+  if (s.sandbox_given) args.insert(args.end(), {"--sandbox", s.sandbox});
   fs::path mcp_config = s.run_dir / "mcp.json";
   write_file_atomic(mcp_config, agent::mcp_config_json(self_binary(), args).dump(2) + "\n");
   fs::path prompt_file = s.run_dir / "prompt.md";
@@ -291,7 +318,7 @@ int drive_external(RunSetup& s, const std::string& agent_cmd) {
     result.detail = r.exited ? fmt::format("the agent command exited {}", r.exit_code)
                              : fmt::format("the agent command was killed by signal {}", r.signal);
   }
-  agent::ToolBox tools = make_toolbox(s);
+  agent::ToolBox tools = make_toolbox(s, nullptr);  // only submit is called: no bash, no sandbox needed
   json fin = agent::finalize_run(traj, tools, result, {s.auto_submit, s.policy, s.workspace, s.submissions});
   print_final(fin);
   fmt::print("{}\n", s.run_dir.string());
@@ -372,6 +399,11 @@ int run_agent(const std::vector<std::string>& args) {
       ->capture_default_str();
   run->add_option("--out", out_dir, "the run directory (default: runs/TASK_MODEL_GUIDANCE_TIME)");
   run->add_option("--resume", resume_dir, "continue the built-in run in this directory from its trajectory");
+  auto* sandbox_opt = run->add_option("--sandbox", s.sandbox,
+                                      "where bash runs: bwrap (bubblewrap: no network, only the workspace writable, "
+                                      "the suite and the run directory hidden; refused if bwrap cannot run here) or none")
+                          ->check(CLI::IsMember({"bwrap", "none"}))
+                          ->capture_default_str();
   run->add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   auto* status = app.add_subcommand("status", "print a run's outcome: its final record, or interrupted when it has none");
   std::string status_dir;
@@ -422,11 +454,14 @@ int run_agent(const std::vector<std::string>& args) {
     s.policy = agent::parse_final_policy(st.value("final_policy", "last")).value_or(agent::FinalPolicy::last);
     s.auto_submit = st.value("auto_submit", true);
     s.condense_fraction = st.value("condense_at", 0.75);
+    s.sandbox = st.value("sandbox", "bwrap");
     auto model = agent::model_config_from_json(st.at("model"));
     auto read = agent::read_trajectory(s.trajectory);
     fmt::print(stderr, "d2k agent: resuming {} ({} records{})\n", s.run_dir.string(), read.records.size(),
                read.torn_tail ? ", a torn last line dropped" : "");
-    return drive_loop(s, model, &read.records);
+    auto runner = runner_or_report(s);
+    if (!runner) return kFailed;
+    return drive_loop(s, model, runner, &read.records);
   }
 
   if (id.empty()) {
@@ -444,6 +479,7 @@ int run_agent(const std::vector<std::string>& args) {
   }
   s.policy = *policy;
   s.auto_submit = !no_auto_submit;
+  s.sandbox_given = sandbox_opt->count() > 0;
   s.task = load_task_arg(root, id, "agent", rc);
   if (!s.task) return rc;
   auto found_levels = guidance_levels_arg(*s.task, guidance, "agent", rc);
@@ -490,6 +526,11 @@ int run_agent(const std::vector<std::string>& args) {
       return kUsage;
     }
   }
+  std::shared_ptr<agent::CommandRunner> runner;
+  if (model) {
+    runner = runner_or_report(s);  // before anything is written: a run that cannot start leaves nothing behind
+    if (!runner) return kFailed;
+  }
   std::error_code ec;
   if (fs::exists(s.run_dir) && !fs::is_empty(s.run_dir, ec)) {
     fmt::print(stderr, "d2k agent run: {} exists and is not empty (a run's records are never overwritten; "
@@ -515,6 +556,7 @@ int run_agent(const std::vector<std::string>& args) {
              {"final_policy", agent::final_policy_name(s.policy)},
              {"auto_submit", s.auto_submit},
              {"condense_at", s.condense_fraction},
+             {"sandbox", s.sandbox},
              {"workspace", s.workspace.string()},
              {"submissions", s.submissions.string()},
              {"started_at", utc_stamp("%Y-%m-%dT%H:%M:%SZ")},
@@ -527,7 +569,7 @@ int run_agent(const std::vector<std::string>& args) {
   }
   fmt::print(stderr, "d2k agent: run {} (task {}, guidance {}, {})\n", s.run_dir.string(), s.task->name,
              s.guidance_shown, model ? "model " + model->name : "external agent");
-  if (model) return drive_loop(s, *model, nullptr);
+  if (model) return drive_loop(s, *model, runner, nullptr);
   return drive_external(s, agent_cmd);
 }
 
