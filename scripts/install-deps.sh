@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev
   python3 python3-dev python3-venv python3-pip python3-numpy python3-torch
   bubblewrap
+  chromium
 )
 
 missing=()

@@ -11,6 +11,9 @@ constexpr std::array kVerbs{
     Verb{"eval", "evaluate a solution (or the suite's expert, naive or wrong solutions): correctness, timing, baselines", run_eval},
     Verb{"calibrate", "measure the GPU's copy bandwidth and matrix rates for speed-of-light figures", run_calibrate},
     Verb{"mcp", "serve a task's tools and prompt over MCP on stdio (initialize handshake and 2026-07-28 eras)", run_mcp},
+    Verb{"score", "score a stored campaign: correctness, S_perf, geomean speedups, fast_p, % SOL, JS_impl, cost", run_score},
+    Verb{"report", "write a stored campaign's report: Markdown and one self-contained HTML page", run_report},
+    Verb{"store", "the campaign store (SQLite): info, check, migrate, export to JSON or CSV", run_store},
     Verb{"agent", "run an agent on a task under budgets (built-in loop or external CLI), resume it, show its outcome", run_agent},
 };
 }  // namespace

@@ -28,6 +28,9 @@ int run_validate(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_mcp(const std::vector<std::string>& args);
+int run_score(const std::vector<std::string>& args);
+int run_report(const std::vector<std::string>& args);
+int run_store(const std::vector<std::string>& args);
 int run_agent(const std::vector<std::string>& args);
 
 }  // namespace d2k::cli
