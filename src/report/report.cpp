@@ -381,6 +381,9 @@ std::string heat_color(const score::TaskScore& t) {
   return fmt::format("#{:02x}{:02x}{:02x}", r, g, b);
 }
 
+// Cells far from 1x are dark: their label is white.
+bool dark_cell(const score::TaskScore& t) { return t.timed && std::fabs(std::log2(t.speedup)) > 1.2; }
+
 std::string heatmap_svg(const Scores& s) {
   if (s.groups.empty() || s.tasks.empty()) return "";
   const double cw = 46, ch = 18, left = 110, top = 110;
@@ -400,8 +403,8 @@ std::string heatmap_svg(const Scores& s) {
       const auto& t = s.groups[j].tasks[i];
       double x = left + cw * static_cast<double>(j);
       o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#fff\"/>"
-                       "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\">{}</text>", x, y, cw, ch,
-                       heat_color(t), x + cw / 2, y + 13, esc(cell_text(t)));
+                       "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\"{}>{}</text>", x, y, cw, ch,
+                       heat_color(t), x + cw / 2, y + 13, dark_cell(t) ? " style=\"fill:#fff\"" : "", esc(cell_text(t)));
     }
   }
   return o + "</svg>\n";
