@@ -121,9 +121,12 @@ Timing parse_timing(const json& j) {
 }
 
 json timing_json(const Timing& t) {
-  return {{"median_ms", t.median_ms}, {"mean_ms", t.mean_ms}, {"q1_ms", t.q1_ms}, {"q3_ms", t.q3_ms},
-          {"iqr_ms", t.q3_ms - t.q1_ms}, {"rel_stderr", t.rel_stderr}, {"samples", t.samples_ms.size()},
-          {"throttled_discarded", t.throttled}, {"stop_reason", t.stop_reason}, {"samples_ms", t.samples_ms}};
+  json j = {{"median_ms", t.median_ms}, {"mean_ms", t.mean_ms}, {"q1_ms", t.q1_ms}, {"q3_ms", t.q3_ms},
+            {"iqr_ms", t.q3_ms - t.q1_ms}, {"rel_stderr", t.rel_stderr}, {"samples", t.samples_ms.size()},
+            {"throttled_discarded", t.throttled}, {"stop_reason", t.stop_reason}, {"samples_ms", t.samples_ms}};
+  for (const char* k : {"bracket_median_ms", "bracket_overhead_ms", "sm_clock_mhz", "wall_s"})
+    if (auto it = t.raw.find(k); it != t.raw.end() && it->is_number()) j[k] = *it;
+  return j;
 }
 
 Status status_of(const json& body) {
@@ -131,9 +134,10 @@ Status status_of(const json& body) {
 }
 
 // Kernels that belong to libraries or to torch rather than to the solution (library GEMMs, aten, copies).
+// A solution's own kernels may sit in an anonymous namespace, so that prefix alone says nothing.
 bool library_kernel(const std::string& name) {
   static const std::vector<std::string> prefixes = {
-      "void at::", "at::", "void (anonymous namespace)::", "void cub", "cub::", "void cutlass", "cutlass",
+      "void at::", "at::", "void cub", "cub::", "void cutlass", "cutlass",
       "cublas", "cudnn", "nvjet", "sm80_", "sm90_", "sm100_", "ampere_", "hopper_", "Memcpy", "Memset",
       "triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "void gemv", "void gemmk", "void splitKreduce"};
   for (const auto& p : prefixes)
@@ -252,7 +256,7 @@ json EvalResult::to_json() const {
   json t = json::array();
   for (const auto& tr : traces) t.push_back(tr.to_json());
   return {{"environment", environment}, {"solution_environment", solution_environment}, {"gpu", gpu},
-          {"compile_log", compile_log}, {"violations", violations}, {"traces", t}};
+          {"compile_log", compile_log}, {"violations", violations}, {"timeline", timeline}, {"traces", t}};
 }
 
 double geomean_speedup(const EvalResult& e) {
@@ -267,8 +271,12 @@ double geomean_speedup(const EvalResult& e) {
 }
 
 EvalResult evaluate(const Task& task, const Solution& solution, const EvalOptions& opt) {
+  EvalResult ev;
+  const auto started = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
-    if (opt.progress) opt.progress(s);
+    double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    ev.timeline.push_back({{"at_s", std::round(at * 1000) / 1000}, {"step", s}});
+    if (opt.progress) opt.progress(fmt::format("[{:6.1f}s] {}", at, s));
   };
   fs::path scratch = opt.scratch;
   if (scratch.empty()) {
@@ -290,7 +298,6 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // Privilege separation: as root, the solution runs as nobody (65534) unless D2K_NO_PRIVSEP is set.
   int sol_uid = (::geteuid() == 0 && !std::getenv("D2K_NO_PRIVSEP")) ? 65534 : -1;
 
-  EvalResult ev;
   auto source = read_file(solution.source, 4u << 20).value_or("");
   auto hash = sha256_hex(source);
 
@@ -306,6 +313,10 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   std::random_device rd;
   std::vector<int> seeds;
   for (int i = 0; i < nseeds; ++i) seeds.push_back(static_cast<int>(rd() & 0x7fffffff));
+  // Timed calls get input sets of their own, from seeds no checked call saw: outputs cached from the checks
+  // are worth nothing there, and the timed outputs are checked against these sets' expected outputs.
+  std::vector<int> timing_seeds;
+  for (int i = 0; i < std::max(2, opt.timing_sets); ++i) timing_seeds.push_back(static_cast<int>(rd() & 0x7fffffff));
 
   std::optional<json> calibration;
   auto make_trace = [&](const Workload& w) {
@@ -350,7 +361,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     for (const auto& v : vs)
       ev.violations.push_back({{"rule", v.rule}, {"file", v.file}, {"line", v.line}, {"message", v.message}});
   };
-  if (opt.static_checks) {
+  if (opt.static_checks && opt.defenses) {
     say("static checks");
     if (solution.language == Language::triton)
       reject(check_triton_source(solution.source, task, scratch));
@@ -371,7 +382,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     } else {
       so_path = b.library;
       say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
-      if (opt.static_checks) reject(check_cuda_library(so_path, task.requirements));
+      if (opt.static_checks && opt.defenses) reject(check_cuda_library(so_path, task.requirements));
     }
   }
   if (all_failed) {
@@ -404,7 +415,8 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       say(fmt::format("no GPU: checking the {} correctness workloads only, on the CPU, untimed", small.size()));
     selected = small;
   }
-  std::map<std::string, std::vector<json>> ref_files;  // workload -> per seed {inputs, expected}
+  std::map<std::string, std::vector<json>> ref_files;         // workload -> per seed {inputs, expected}
+  std::map<std::string, std::vector<json>> timing_ref_files;  // workload -> per timing seed {inputs, expected}
   std::map<std::string, std::pair<std::optional<Timing>, std::optional<Timing>>> baselines;
   std::map<std::string, std::string> compile_skipped;
   json timing_cfg = {{"mode", opt.timing_mode}, {"max_rel_stderr", opt.max_rel_stderr},
@@ -414,14 +426,19 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     json inputs = json::array(), outputs = json::array();
     for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
     for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
-    for (std::size_t k = 0; k < seeds.size(); ++k) {
+    const bool timed = ev.gpu && w->timed;
+    const std::size_t n_runs = seeds.size() + (timed ? timing_seeds.size() : 0);
+    for (std::size_t k = 0; k < n_runs; ++k) {
+      const bool for_timing = k >= seeds.size();
+      const int seed = for_timing ? timing_seeds[k - seeds.size()] : seeds[k];
       auto dir = scratch / "in" / w->name / std::to_string(k);
       auto private_dir = scratch / "private" / w->name / std::to_string(k);
       fs::create_directories(dir);
       fs::create_directories(private_dir);
-      say(fmt::format("reference {} seed {}/{}", w->name, k + 1, seeds.size()));
+      say(for_timing ? fmt::format("reference {} timing set {}/{}", w->name, k - seeds.size() + 1, timing_seeds.size())
+                     : fmt::format("reference {} seed {}/{}", w->name, k + 1, seeds.size()));
       json req = {{"op", "reference"}, {"reference_path", (task.dir / "reference.py").string()},
-                  {"workload", workload_json(*w)}, {"seed", seeds[k]}, {"inputs", inputs}, {"outputs", outputs},
+                  {"workload", workload_json(*w)}, {"seed", seed}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"precision", task.evaluation.reference_precision},
                   {"out_dir", dir.string()}, {"private_dir", private_dir.string()}};
       ref.proc->send(req);
@@ -430,7 +447,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         throw std::runtime_error(fmt::format("the task's reference failed on workload {}: {}", w->name,
                                              r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
                                                                                          : ref.proc->log_tail()));
-      ref_files[w->name].push_back(r.body);
+      (for_timing ? timing_ref_files : ref_files)[w->name].push_back(r.body);
     }
     if (ev.gpu && w->timed && opt.baselines) {
       say(fmt::format("baseline eager {}", w->name));
@@ -583,16 +600,22 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     return std::nullopt;
   };
 
-  // Timing integrity: the host wall clock must bracket the event times (work hidden on another stream is
-  // outside the events but inside the wall clock), and no time may beat the physical floor.
+  // Timing integrity: each sample's whole-device wall-clock bracket must agree with its event time (work
+  // hidden on another stream or a thread, or a forged elapsed time, is outside the events but inside the
+  // bracket), and no time may beat the physical floor.
   auto integrity_checks = [&](WorkloadTrace& t) {
     const auto& tm = *t.timing;
-    double wall = tm.raw.value("wall_min_ms", 0.0);
-    if (wall > 0 && wall - tm.median_ms > std::max(tm.median_ms, 0.5)) {
+    auto num = [&](const char* k) {
+      auto it = tm.raw.find(k);
+      return it != tm.raw.end() && it->is_number() ? it->get<double>() : -1.0;
+    };
+    const double bracket = num("bracket_median_ms"), overhead = std::max(0.0, num("bracket_overhead_ms"));
+    const double allowed = tm.median_ms + 0.25 * tm.median_ms + 2 * overhead + opt.bracket_slack_ms;
+    if (bracket > allowed) {
       t.status = Status::compliance_violation;
-      t.message = fmt::format("events say {:.4f} ms but the host wall clock says at least {:.4f} ms: work ran outside "
-                              "the timed stream",
-                              tm.median_ms, wall);
+      t.message = fmt::format("events say {:.4f} ms but the whole device was busy for {:.4f} ms (allowed {:.4f} ms): "
+                              "work ran outside the timed stream, or the timer was tampered with",
+                              tm.median_ms, bracket, allowed);
       return;
     }
     // The manifest's flops and bytes are the expert algorithm's minimum; 1.3x the calibrated ceiling leaves room
@@ -656,9 +679,15 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       const auto& rf = ref_files[w->name][k];
       json req = {{"op", "run"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"input_files", rf["inputs"]}, {"out_dir", out_dir.string()},
-                  {"profile", k == 0}};
+                  {"profile", k == 0 && opt.defenses}, {"defenses", opt.defenses}};
       auto body = ask(req, opt.call_timeout, t);
       if (!body) {
+        ok = false;
+        break;
+      }
+      if (auto off = body->find("off_stream_kernels"); off != body->end() && off->is_array() && !off->empty()) {
+        t.status = Status::compliance_violation;
+        t.message = fmt::format("GPU work ran on another stream than the one given to the solution: {}", off->dump());
         ok = false;
         break;
       }
@@ -691,23 +720,24 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     if (ok && ev.gpu && w->timed) {
       say(fmt::format("timing {}", w->name));
       json sets = json::array();
-      for (const auto& rf : ref_files[w->name]) sets.push_back(rf["inputs"]);
+      for (const auto& rf : timing_ref_files[w->name]) sets.push_back(rf["inputs"]);
       auto out_dir = scratch / "out" / w->name / "timed";
       writable(out_dir);
       json req = {{"op", "time"}, {"workload", workload_json(*w)}, {"inputs", inputs}, {"outputs", outputs},
                   {"params", params_json(task)}, {"input_sets", sets}, {"timing", timing_cfg},
-                  {"out_dir", out_dir.string()}};
+                  {"out_dir", out_dir.string()}, {"defenses", opt.defenses}};
       if (auto body = ask(req, opt.timing_timeout, t)) {
         t.timing = parse_timing((*body)["timing"]);
         // The outputs of timed calls are checked too: a solution must not behave differently when timed.
-        for (std::size_t k = 0; k < seeds.size() && t.status == Status::passed; ++k)
-          for (const auto& c : check_outputs(ref_files[w->name][k]["expected"], out_dir, fmt::format("_timed{}", k)))
+        const auto& tsets = timing_ref_files[w->name];
+        for (std::size_t k = 0; k < tsets.size() && t.status == Status::passed; ++k)
+          for (const auto& c : check_outputs(tsets[k]["expected"], out_dir, fmt::format("_timed{}", k)))
             if (c.status != Status::passed) {
               t.status = c.status;
               t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
               break;
             }
-        if (t.status == Status::passed) integrity_checks(t);
+        if (t.status == Status::passed && opt.defenses) integrity_checks(t);
         if (t.status != Status::passed) t.timing.reset();  // no time for an output that did not pass
       }
     }

@@ -20,11 +20,16 @@ struct EvalOptions {
   std::vector<std::string> workloads;   // names to run; empty: all (timed and correctness)
   int seeds = 0;                        // 0: the task's evaluation.seeds
   bool static_checks = true;            // off only to test the runtime defenses on known cheats
+  // Off only to measure what the integrity layer costs (bench/timing_agreement.py): no static checks, no kernel
+  // profile, no deferred-write window, one timing input set without rotation, no bracket or floor check.
+  bool defenses = true;
   bool baselines = true;                // time the PyTorch reference (eager, and torch.compile)
   bool compile_baseline = true;
   std::string timing_mode = "cold";     // cold or graph
   double max_rel_stderr = 0.005;
-  double max_time_per_workload_s = 10;
+  double max_time_per_workload_s = 5;
+  int timing_sets = 2;             // input sets of fresh seeds for the timed calls (at least 2)
+  double bracket_slack_ms = 0.02;  // absolute slack of the whole-device bracket check
   std::filesystem::path worker;         // the d2k-worker binary
   std::filesystem::path scratch;        // per-evaluation files; a fresh temp folder if empty
   std::filesystem::path include_dir;    // holds d2k/solution.h
@@ -72,6 +77,7 @@ struct EvalResult {
   nlohmann::json solution_environment;  // the solution worker's (its network namespace, for one)
   std::string compile_log;
   nlohmann::json violations = nlohmann::json::array();  // static check findings {rule, file, line, message}
+  nlohmann::json timeline = nlohmann::json::array();    // {at_s, step}: where an evaluation's time went
   bool gpu = false;
   nlohmann::json to_json() const;
 };

@@ -74,7 +74,7 @@ PyObject* cuda_device_info() {
   return d;
 }
 
-PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, bool graph) {
+PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, bool graph, PyObject* prepare) {
   timing::TimingConfig tc;
   tc.criterion.max_rel_stderr = cfg_double(cfg, "max_rel_stderr", tc.criterion.max_rel_stderr);
   tc.criterion.max_wall_time_s = cfg_double(cfg, "max_wall_time_s", tc.criterion.max_wall_time_s);
@@ -86,10 +86,17 @@ PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, boo
     if (!r) throw PythonRaised();
     Py_DECREF(r);
   };
+  timing::LaunchFn prep;
+  if (prepare)
+    prep = [prepare](void*) {
+      PyObject* r = PyObject_CallObject(prepare, nullptr);
+      if (!r) throw PythonRaised();
+      Py_DECREF(r);
+    };
   timing::TimingResult res;
   try {
     res = graph ? timer().measure_graph(launch, reinterpret_cast<void*>(stream), tc)
-                : timer().measure_cold(launch, reinterpret_cast<void*>(stream), tc);
+                : timer().measure_cold(launch, reinterpret_cast<void*>(stream), tc, prep);
   } catch (const PythonRaised&) {
     return nullptr;  // the Python exception is set
   } catch (const std::exception& e) {
@@ -111,6 +118,8 @@ PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, boo
   set(d, "wall_s", PyFloat_FromDouble(res.wall_s));
   set(d, "sm_clock_mhz", PyFloat_FromDouble(res.sm_clock_mhz));
   set(d, "mode", PyUnicode_FromString(graph ? "graph" : "cold"));
+  set(d, "bracket_median_ms", PyFloat_FromDouble(res.bracket_median_ms));
+  set(d, "bracket_overhead_ms", PyFloat_FromDouble(res.bracket_overhead_ms));
   return d;
 }
 

@@ -114,14 +114,14 @@ PyObject* cuda_solve(PyObject*, PyObject* args) {
 
 #ifdef D2K_WITH_CUDA
 PyObject* measure(PyObject* args, bool graph) {
-  PyObject *fn = nullptr, *cfg = nullptr;
+  PyObject *fn = nullptr, *cfg = nullptr, *prepare = Py_None;
   unsigned long long stream = 0;
-  if (!PyArg_ParseTuple(args, "OKO!", &fn, &stream, &PyDict_Type, &cfg)) return nullptr;
-  if (!PyCallable_Check(fn)) {
-    PyErr_SetString(PyExc_TypeError, "launch must be callable");
+  if (!PyArg_ParseTuple(args, "OKO!|O", &fn, &stream, &PyDict_Type, &cfg, &prepare)) return nullptr;
+  if (!PyCallable_Check(fn) || (prepare != Py_None && !PyCallable_Check(prepare))) {
+    PyErr_SetString(PyExc_TypeError, "launch and prepare must be callable");
     return nullptr;
   }
-  return run_timing(fn, stream, cfg, graph);
+  return run_timing(fn, stream, cfg, graph, prepare == Py_None ? nullptr : prepare);
 }
 PyObject* measure_cold(PyObject*, PyObject* args) { return measure(args, false); }
 PyObject* measure_wall_ms(PyObject*, PyObject* args) {

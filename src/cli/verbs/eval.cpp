@@ -72,8 +72,8 @@ int run_eval(const std::vector<std::string>& args) {
   std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
   std::vector<std::string> workloads;
   int seeds = 0;
-  bool no_baselines = false, no_compile = false, expect = false, no_static = false;
-  double max_time = 10;
+  bool no_baselines = false, no_compile = false, expect = false, no_static = false, no_defenses = false;
+  double max_time = 5;
   int call_timeout = 120, load_timeout = 180;
   app.add_option("TASK", task_id, "task name, folder, number or path");
   app.add_option("SOLUTION", solution_dir, "solution folder (solution.py or solution.cu)");
@@ -89,6 +89,7 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_option("--load-timeout", load_timeout, "seconds a worker may take to start and load the solution (default 180)");
   app.add_flag("--no-baselines", no_baselines, "do not time the PyTorch reference");
   app.add_flag("--no-static-checks", no_static, "skip the static compliance checks (for testing the runtime defenses)");
+  app.add_flag("--no-defenses", no_defenses, "measurement only: turn the integrity layer off (see docs/EVALUATOR.md)");
   app.add_flag("--no-compile-baseline", no_compile, "do not time torch.compile of the reference");
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   if (auto rc = parse_args(app, args)) return *rc;
@@ -149,6 +150,7 @@ int run_eval(const std::vector<std::string>& args) {
   opt.seeds = seeds;
   opt.baselines = !no_baselines;
   opt.static_checks = !no_static;
+  opt.defenses = !no_defenses;
   opt.compile_baseline = !no_compile;
   opt.timing_mode = timing_mode;
   opt.max_time_per_workload_s = max_time;

@@ -43,6 +43,8 @@ void StopCriterion::reset() {
   mean_ = m2_ = sum_ms_ = 0;
   window_.clear();
   rse_marks_.clear();
+  all_.clear();
+  robust_rse_ = std::numeric_limits<double>::infinity();
 }
 
 void StopCriterion::add(double sample_ms) {
@@ -56,7 +58,23 @@ void StopCriterion::add(double sample_ms) {
 
   window_.push_back(sample_ms);
   if (window_.size() > cfg_.plateau_window) window_.pop_front();
-  if (n_ % cfg_.plateau_window == 0) rse_marks_.push_back(rel_stderr());
+  all_.push_back(sample_ms);
+  if (n_ % cfg_.plateau_window == 0) {
+    rse_marks_.push_back(rel_stderr());
+    update_robust();
+  }
+}
+
+void StopCriterion::update_robust() {
+  std::vector<double> v = all_;
+  auto at = [&](double q) {
+    auto k = static_cast<std::ptrdiff_t>(q * static_cast<double>(v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + k, v.end());
+    return v[static_cast<std::size_t>(k)];
+  };
+  const double med = at(0.5), q1 = at(0.25), q3 = at(0.75);
+  robust_rse_ = med > 0 ? 1.2533 * ((q3 - q1) / 1.349) / std::sqrt(static_cast<double>(v.size())) / med
+                        : std::numeric_limits<double>::infinity();
 }
 
 double StopCriterion::rel_stderr() const {
@@ -86,7 +104,7 @@ bool StopCriterion::plateaued() const {
 
 StopReason StopCriterion::reason() const {
   const bool minimums = n_ >= cfg_.min_samples && gpu_time_s() >= cfg_.min_gpu_time_s;
-  if (minimums && rel_stderr() <= cfg_.max_rel_stderr) return StopReason::converged;
+  if (minimums && std::min(rel_stderr(), robust_rse_) <= cfg_.max_rel_stderr) return StopReason::converged;
   if (minimums && plateaued()) return StopReason::plateau;
   if (wall_s_ >= cfg_.max_wall_time_s) return StopReason::time_cap;
   if (n_ >= cfg_.max_samples) return StopReason::sample_cap;

@@ -3,7 +3,8 @@
 //
 // Rules, checked in this order after every sample:
 //   converged  - n >= min_samples, measured GPU time >= min_gpu_time_s and the relative standard error of
-//                the mean (stderr / mean) <= max_rel_stderr.
+//                the mean (stderr / mean) or of the median (robust_rel_stderr, from the IQR, updated at
+//                window ends) <= max_rel_stderr.
 //   plateau    - the same minimums, and more samples stopped paying off. Judged every plateau_window
 //                samples (a window), from the 4th window on, at window k against window j = ceil(k/2):
 //                (a) the relative stderr shrank by at most plateau_tolerance per window on average:
@@ -19,6 +20,7 @@
 //   sample_cap - n >= max_samples (no minimums).
 #include <cstddef>
 #include <deque>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -31,7 +33,7 @@ std::string_view stop_reason_name(StopReason r);  // "none", "converged", "plate
 struct CriterionConfig {
   double max_rel_stderr = 0.005;
   std::size_t min_samples = 10;
-  double min_gpu_time_s = 0.1;  // sum of the samples, before converged/plateau may stop
+  double min_gpu_time_s = 0.025;  // sum of the samples, before converged/plateau may stop
   double max_wall_time_s = 10;
   std::size_t plateau_window = 32;
   double plateau_tolerance = 0.0025;
@@ -59,10 +61,15 @@ class StopCriterion {
   double mean_ms() const { return mean_; }
   double gpu_time_s() const { return sum_ms_ * 1e-3; }
   double rel_stderr() const;  // infinity while n < 2 or the mean is 0
+  // The standard error of the median from the IQR (1.2533 * IQR / 1.349 / sqrt(n)) over the median, as of the
+  // last window end: rare outliers (a preemption, a late interrupt) leave it alone, where they keep the mean's
+  // stderr high forever. Infinity before the first window or when the median is 0.
+  double robust_rel_stderr() const { return robust_rse_; }
   const CriterionConfig& config() const { return cfg_; }
 
  private:
   bool plateaued() const;
+  void update_robust();
 
   CriterionConfig cfg_;
   std::size_t n_ = 0;
@@ -70,6 +77,8 @@ class StopCriterion {
   double wall_s_ = 0;
   std::deque<double> window_;       // last plateau_window samples
   std::vector<double> rse_marks_;  // rel_stderr at n = plateau_window, 2 * plateau_window, ...
+  std::vector<double> all_;         // every sample, for the robust estimate
+  double robust_rse_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace d2k::timing

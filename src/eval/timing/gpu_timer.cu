@@ -204,11 +204,14 @@ struct ColdTimer::Impl {
 
   // One sample: [flush] [probe] block | start event, enqueue, stop event [probe] | release, sync.
   void sample(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t s, const TimingConfig& cfg,
-              double* ms, double* mhz) {
+              double* ms, double* mhz, double* bracket_ms,
+              const std::function<void(cudaStream_t)>& prepare = {}) {
+    if (prepare) prepare(s);
     const bool probe = cfg.clock_probe_us > 0;
     mapped->release = 0;
     mapped->timed_out = 0;
     mapped->probes[0] = mapped->probes[1] = ClockProbe{0, 0};
+    std::chrono::steady_clock::time_point released;
     if (cfg.flush_l2) flush(s);
     if (probe) launch_probe(s, 0, cfg.clock_probe_us);
     {
@@ -218,12 +221,16 @@ struct ColdTimer::Impl {
                                             static_cast<unsigned long long>(cfg.block_timeout_s * 1e9));
         D2K_CUDA(cudaGetLastError());
       }
+      if (!cfg.block_stream) released = std::chrono::steady_clock::now();
       D2K_CUDA(cudaEventRecord(start, s));
       enqueue(s);
       D2K_CUDA(cudaEventRecord(stop, s));
       if (probe) launch_probe(s, 1, cfg.clock_probe_us);
-    }
-    D2K_CUDA(cudaStreamSynchronize(s));
+      if (cfg.block_stream) released = std::chrono::steady_clock::now();
+    }  // the guard releases the stream here
+    // The whole device, not just the stream: the sample ends when every piece of work has.
+    D2K_CUDA(cudaDeviceSynchronize());
+    *bracket_ms = seconds_since(released) * 1e3;
     // Plain reads: the synchronization above is an opaque call, and the GPU's writes are visible after it.
     if (mapped->timed_out)
       throw std::runtime_error("the blocking kernel timed out after " + std::to_string(cfg.block_timeout_s) +
@@ -237,7 +244,7 @@ struct ColdTimer::Impl {
   }
 
   TimingResult measure(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t s,
-                       const TimingConfig& cfg) {
+                       const TimingConfig& cfg, const std::function<void(cudaStream_t)>& prepare = {}) {
     validate(cfg.criterion);
     validate(cfg.throttle);
     if (!(cfg.block_timeout_s > 0)) throw std::invalid_argument("timing: block_timeout_s must be > 0");
@@ -249,16 +256,27 @@ struct ColdTimer::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     // One unblocked call first: lazy module loading waits for the device, so a kernel's first launch
     // queued behind the blocking kernel would stall until the timeout.
+    if (prepare) prepare(s);
     enqueue(s);
     D2K_CUDA(cudaStreamSynchronize(s));
-    double ms = 0, mhz = 0;
-    for (std::size_t i = 0; i < cfg.warmup_samples; ++i) sample(enqueue, s, cfg, &ms, &mhz);
+    double ms = 0, mhz = 0, bracket = 0;
+    TimingResult r;
+    // The bracket's own cost, from empty samples: the supervisor compares brackets with event times.
+    {
+      std::vector<double> gaps;
+      for (int i = 0; i < 5; ++i) {
+        sample([](cudaStream_t) {}, s, cfg, &ms, &mhz, &bracket);
+        gaps.push_back(bracket - ms);
+      }
+      r.bracket_overhead_ms = median_of_finite(gaps);
+    }
+    for (std::size_t i = 0; i < cfg.warmup_samples; ++i) sample(enqueue, s, cfg, &ms, &mhz, &bracket, prepare);
 
     StopCriterion criterion(cfg.criterion);
     ThrottleFilter filter(cfg.throttle);
-    TimingResult r;
     while (true) {
-      sample(enqueue, s, cfg, &ms, &mhz);
+      sample(enqueue, s, cfg, &ms, &mhz, &bracket, prepare);
+      r.bracket_ms.push_back(bracket);
       switch (filter.add(ms, mhz)) {
         case ThrottleFilter::Verdict::kept: criterion.add(ms); break;
         case ThrottleFilter::Verdict::discarded: break;
@@ -279,6 +297,7 @@ struct ColdTimer::Impl {
     r.throttled = filter.discarded();
     r.sm_clock_mhz = median_of_finite(r.clocks_mhz);
     r.reference_mhz = filter.reference_mhz();
+    r.bracket_median_ms = median_of_finite(r.bracket_ms);
     return r;
   }
 
@@ -310,9 +329,12 @@ double ColdTimer::probe_clock_mhz(void* stream, double span_us) {
   return probe_mhz(impl_->mapped->probes[0]);
 }
 
-TimingResult ColdTimer::measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg) {
+TimingResult ColdTimer::measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg,
+                                     const LaunchFn& prepare) {
   DeviceScope scope(impl_->device);
-  return impl_->measure(Impl::wrap(launch), as_stream(stream), cfg);
+  std::function<void(cudaStream_t)> prep;
+  if (prepare) prep = Impl::wrap(prepare);
+  return impl_->measure(Impl::wrap(launch), as_stream(stream), cfg, prep);
 }
 
 TimingResult ColdTimer::measure_graph(const LaunchFn& launch, void* stream, const TimingConfig& cfg) {
@@ -362,8 +384,9 @@ double ColdTimer::measure_wall_ms(const LaunchFn& launch, void* stream, bool flu
   return seconds_since(t0) * 1e3;
 }
 
-TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg) {
-  return ColdTimer().measure_cold(launch, stream, cfg);
+TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg,
+                          const LaunchFn& prepare) {
+  return ColdTimer().measure_cold(launch, stream, cfg, prepare);
 }
 
 TimingResult measure_graph(const LaunchFn& launch, void* stream, const TimingConfig& cfg) {

@@ -37,6 +37,13 @@ struct TimingResult {
   double wall_s = 0;  // the whole measurement, warm-up included
   double sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();   // median of clocks_mhz
   double reference_mhz = std::numeric_limits<double>::quiet_NaN();  // what the throttle filter compared to
+  // The whole-device bracket of every sample (kept or not): host time from the moment the stream is released
+  // (or the launch begins, without the blocking kernel) to the return of cudaDeviceSynchronize. Work hidden
+  // from the events (another stream, a thread, a forged elapsed time) still lands inside it.
+  std::vector<double> bracket_ms;
+  double bracket_median_ms = std::numeric_limits<double>::quiet_NaN();
+  // median(bracket - event time) over samples of an empty launch taken first: the bracket's own cost.
+  double bracket_overhead_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Enqueues the work under test on the stream it is given (a cudaStream_t). It must not synchronize
@@ -64,8 +71,11 @@ class ColdTimer {
   // One synchronous clock probe on `stream`: SM clock in MHz over `span_us` of global time.
   double probe_clock_mhz(void* stream, double span_us = 10);
 
-  // Times `launch` cold, one launch per sample, until the stopping criterion says so.
-  TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg = {});
+  // Times `launch` cold, one launch per sample, until the stopping criterion says so. `prepare`, when given,
+  // runs before every launch (and before its L2 flush), outside the timed window: it may enqueue work on the
+  // stream (placing the next input set, poisoning outputs).
+  TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg = {},
+                            const LaunchFn& prepare = {});
   // Captures `launch` once into a CUDA graph (thread-local capture mode, on a stream of the timer's
   // own) and times one replay per sample on `stream`, each preceded by the L2 flush outside the graph.
   // Removes the GPU-side gaps between launches; host-side work inside `launch` is not replayed.
@@ -81,7 +91,8 @@ class ColdTimer {
 };
 
 // Conveniences that build a ColdTimer on the current device for one call (allocating its flush buffer).
-TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg = {});
+TimingResult measure_cold(const LaunchFn& launch, void* stream, const TimingConfig& cfg = {},
+                          const LaunchFn& prepare = {});
 TimingResult measure_graph(const LaunchFn& launch, void* stream, const TimingConfig& cfg = {});
 double measure_wall_ms(const LaunchFn& launch, void* stream, bool flush_l2 = true);
 
