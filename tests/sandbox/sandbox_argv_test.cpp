@@ -70,8 +70,13 @@ TEST(SandboxArgv, AsRootBwrapBuildsTheSandboxAndTheCommandDropsToItsUser) {
   EXPECT_EQ(Argv(a.begin() + sep + 1, a.begin() + sep + 9),
             (Argv{"/usr/bin/setpriv", "--reuid", "1073741900", "--regid", "1073741901", "--clear-groups", "--",
                   "/bin/bash"}));
-  EXPECT_NE(a[sep + 10].find("ulimit -u 64"), std::string::npos) << "limits are set after the switch";
-  EXPECT_EQ(a.back(), "id");
+  const auto& script = a[sep + 10];
+  EXPECT_EQ(script.rfind("cd -- \"$1\" || exit 125; shift; ", 0), 0u) << "the shell enters the workspace: " << script;
+  EXPECT_NE(script.find("ulimit -u 64"), std::string::npos) << "limits are set after the switch";
+  EXPECT_EQ(a[sep + 11], "d2k-sandbox");
+  EXPECT_EQ(a[sep + 12], "/work/ws");
+  EXPECT_EQ(Argv(a.begin() + sep + 13, a.end()), (Argv{"/bin/bash", "-c", "id"}));
+  EXPECT_LT(index_of(a, "--chdir"), 0) << "bwrap, without capabilities, may not be able to enter the workspace";
 }
 
 TEST(SandboxArgv, WorkspaceIsTheOnlyWritableBindAndTheCwd) {
@@ -172,7 +177,7 @@ TEST(SandboxArgv, LimitsAreSetInsideBeforeTheCommand) {
   for (const char* part : {"ulimit -c 0", "ulimit -u 64", "ulimit -f 1024", "ulimit -t 30", "ulimit -n 256",
                            "ulimit -d 524288", "exec \"$@\"", "exit 125"})
     EXPECT_NE(script.find(part), std::string::npos) << part << " in " << script;
-  EXPECT_EQ(script, ulimit_script(s.limits));
+  EXPECT_EQ(script, ulimit_script(s.limits) + "; exec \"$@\"");
   EXPECT_EQ(a[sep + 4], "d2k-sandbox");  // $0 of the limits script; the command is "$@"
   EXPECT_EQ(Argv(a.begin() + sep + 5, a.end()), (Argv{"/bin/bash", "-c", "make"}));
   long size = find_seq(a, {"--size", std::to_string(1 << 30), "--perms", "1777", "--tmpfs", "/tmp"});

@@ -191,6 +191,21 @@ TEST_F(Sandboxed, SecretsInTheParentEnvironmentDoNotReachTheCommand) {
   EXPECT_TRUE(has(inside.text, "PATH=")) << inside.text;
 }
 
+TEST_F(Sandboxed, WorkspaceUnderPrivateFoldersWorks) {
+  // A workspace of mode 0700 under a 0700 folder (pytest's tmp_path, a home folder): bound and entered all the same.
+  fs::path ws = tmp.path() / "private" / "ws";
+  fs::create_directories(ws);
+  fs::permissions(tmp.path() / "private", fs::perms::owner_all);
+  fs::permissions(ws, fs::perms::owner_all);
+  ToolBoxOptions t;
+  t.runner = std::shared_ptr<CommandRunner>(make_command_runner({}));
+  ToolBox tb(Workspace(ws), t);
+  auto r = tb.call("bash", {{"command", "pwd && echo ok > f.txt && cat f.txt"}});
+  EXPECT_FALSE(r.is_error) << r.text;
+  EXPECT_TRUE(has(r.text, fs::weakly_canonical(ws).string() + "\nok\n")) << r.text;
+  EXPECT_EQ(d2k::read_file(ws / "f.txt").value_or(""), "ok\n");
+}
+
 TEST_F(Sandboxed, NoCapabilitiesAndNotRoot) {
   auto tb = make();
   auto r = tb.call("bash", {{"command", "grep CapEff /proc/self/status; id -u; hostname"}});

@@ -256,9 +256,10 @@ CommandResult BwrapCommandRunner::run(const std::string& command, const fs::path
   p.argv[0] = "bwrap";
   // bwrap itself gets a minimal environment too (the sandbox's is set with --clearenv/--setenv).
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  auto libdir = bwrap_.parent_path().parent_path() / "lib" / "x86_64-linux-gnu";
-  if (bwrap_.parent_path().parent_path().parent_path().filename() == ".deps" && fs::is_directory(libdir))
-    env.push_back("LD_LIBRARY_PATH=" + libdir.string());  // the unpacked package's libraries (device-deps.sh)
+  auto deps = bwrap_.parent_path().parent_path().parent_path();  // .deps/usr/bin/bwrap (device-deps.sh)
+  if (deps.filename() == ".deps")  // the unpacked packages' libcap and libselinux
+    env.push_back("LD_LIBRARY_PATH=" + (deps / "lib" / "x86_64-linux-gnu").string() + ":" +
+                  (deps / "usr" / "lib" / "x86_64-linux-gnu").string());
   p.env = env;
   p.cwd = spec.workspace;
   if (uid_ >= 0) hand_over(spec.workspace, static_cast<uid_t>(uid_), static_cast<gid_t>(gid_));

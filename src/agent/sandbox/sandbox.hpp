@@ -68,7 +68,7 @@ struct SandboxSpec {
 // visible). The limits are set by a `/bin/bash -c 'ulimit ...; exec "$@"'` prefix inside.
 std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<std::string>& command);
 
-// The `ulimit` line bwrap_argv() puts before the command ("" when no limit is set).
+// The `ulimit` commands bwrap_argv() runs before the command ("" when no limit is set).
 std::string ulimit_script(const SandboxLimits& limits);
 
 // Whether an environment variable name looks like a secret: *_API_KEY, *_KEY, *TOKEN*, *SECRET*, *PASSWORD*,

@@ -66,7 +66,7 @@ std::string ulimit_script(const SandboxLimits& l) {
   std::string s;
   for (const auto& p : parts) s += (s.empty() ? "" : " && ") + p;
   // ulimit without -H or -S sets both limits: the command cannot raise them again.
-  s += " || { echo 'd2k sandbox: could not set the resource limits' >&2; exit 125; }; exec \"$@\"";
+  s += " || { echo 'd2k sandbox: could not set the resource limits' >&2; exit 125; }";
   return s;
 }
 
@@ -143,13 +143,23 @@ std::vector<std::string> bwrap_argv(const SandboxSpec& spec, const std::vector<s
   for (const auto& op : ops) a.insert(a.end(), op.args.begin(), op.args.end());
 
   a.insert(a.end(), {"--remount-ro", "/"});
-  if (!spec.workspace.empty()) a.insert(a.end(), {"--chdir", spec.workspace.lexically_normal().string()});
+  // As root, bwrap has no capabilities left when it changes directory, so it cannot enter a workspace of mode
+  // 0700 that the command's user owns: the command's own shell does (after the uid switch).
+  bool cd_inside = spec.run_as && !spec.workspace.empty();
+  if (!spec.workspace.empty() && !cd_inside)
+    a.insert(a.end(), {"--chdir", spec.workspace.lexically_normal().string()});
   a.push_back("--");
   if (spec.run_as)
     a.insert(a.end(), {spec.setpriv.string(), "--reuid", std::to_string(spec.run_as->first), "--regid",
                        std::to_string(spec.run_as->second), "--clear-groups", "--"});
-  auto script = ulimit_script(spec.limits);
-  if (!script.empty()) a.insert(a.end(), {"/bin/bash", "-c", script, "d2k-sandbox"});
+  auto limits = ulimit_script(spec.limits);
+  if (cd_inside || !limits.empty()) {
+    std::string script = cd_inside ? "cd -- \"$1\" || exit 125; shift; " : "";
+    if (!limits.empty()) script += limits + "; ";
+    script += "exec \"$@\"";
+    a.insert(a.end(), {"/bin/bash", "-c", script, "d2k-sandbox"});
+    if (cd_inside) a.push_back(spec.workspace.lexically_normal().string());
+  }
   a.insert(a.end(), command.begin(), command.end());
   return a;
 }

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "agent/sandbox/sandbox.hpp"
 #include "agent/tools/public_files.hpp"
 #include "agent/tools/toolbox.hpp"
 #include "core/files.hpp"
@@ -74,7 +75,7 @@ int run_mcp(const std::vector<std::string>& args) {
   CLI::App app{"Serve a task's tools (read_file, write_file, edit_file, list_files, bash, evaluate, submit) and "
                "its prompt over MCP on stdin/stdout, in both protocol eras (initialize handshake and 2026-07-28).",
                "d2k mcp"};
-  std::string root, id, workspace, guidance = "none", records;
+  std::string root, id, workspace, guidance = "none", records, sandbox = "bwrap";
   std::size_t max_calls = 0;
   app.add_option("--task", id, "task name, folder name, number, or a path to a task folder")->required();
   app.add_option("--workspace", workspace, "the folder the tools work in (created if missing)")->required();
@@ -83,6 +84,9 @@ int run_mcp(const std::vector<std::string>& args) {
                                                 "(0: no limit)");
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   app.add_option("--submissions", records, "where submit records its evaluations (default: WORKSPACE.submissions)");
+  app.add_option("--sandbox", sandbox, "where bash runs: bwrap (bubblewrap: no network, only the workspace writable, "
+                                       "the repository hidden; refused if bwrap cannot run here) or none")
+      ->check(CLI::IsMember({"bwrap", "none"}));
   if (auto rc = parse_args(app, args)) return *rc;
 
   int rc = kOk;
@@ -104,6 +108,17 @@ int run_mcp(const std::vector<std::string>& args) {
   try {
     agent::ToolBoxOptions opt;
     opt.max_calls = max_calls;
+    agent::SandboxOptions so;
+    so.kind = *agent::parse_sandbox_kind(sandbox);
+    so.hidden = {task->dir.parent_path(), records_dir};  // the suite (expert solutions) and the records
+    std::string chosen;
+    try {
+      opt.runner = agent::make_command_runner(so, &chosen);
+    } catch (const agent::SandboxUnavailable& e) {
+      fmt::print(stderr, "d2k mcp: {}\n", e.what());
+      return kFailed;
+    }
+    fmt::print(stderr, "d2k mcp: sandbox for bash: {}\n", chosen);
     opt.evaluate = [&task, ws = std::filesystem::path(workspace), records_dir](bool official) {
       return evaluate_workspace(*task, ws, records_dir, official);
     };
