@@ -401,6 +401,18 @@ Store::Transaction::~Transaction() {
   sqlite3_free(err);
 }
 
+// A read transaction (one snapshot of the WAL), or nothing inside a caller's transaction.
+struct Store::ReadSnapshot {
+  explicit ReadSnapshot(Store& st) : s(st), own(st.tx_depth_ == 0) {
+    if (own) s.exec("BEGIN");
+  }
+  ~ReadSnapshot() {
+    if (own) sqlite3_exec(s.db_, "COMMIT", nullptr, nullptr, nullptr);
+  }
+  Store& s;
+  bool own;
+};
+
 // ---- writes ----------------------------------------------------------------------------------------------
 
 std::int64_t Store::add_campaign(const CampaignRow& c) {
@@ -640,11 +652,7 @@ score::CampaignData Store::load(std::int64_t campaign_id) {
     d.name = q.text(0);
   }
   // One read transaction: a consistent snapshot while campaign workers keep writing.
-  exec("BEGIN");
-  struct End {
-    Store* s;
-    ~End() { sqlite3_exec(s->db_, "COMMIT", nullptr, nullptr, nullptr); }
-  } end{this};
+  ReadSnapshot snap(*this);
   std::unordered_map<std::int64_t, size_t> run_index;
   {
     Stmt q(db_, fmt::format("SELECT {} FROM runs WHERE campaign_id=? ORDER BY id", kRunCols));
@@ -781,11 +789,7 @@ std::string real_text(double v) { return fmt::format("{}", v); }
 std::vector<fs::path> Store::export_json(const fs::path& dir) {
   fs::create_directories(dir);
   std::vector<fs::path> files;
-  exec("BEGIN");
-  struct End {
-    Store* s;
-    ~End() { sqlite3_exec(s->db_, "COMMIT", nullptr, nullptr, nullptr); }
-  } end{this};
+  ReadSnapshot snap(*this);
   for (const auto& table : table_names()) {
     if (table == "judgments" && schema_version() < 2) continue;
     Stmt q(db_, "SELECT * FROM " + table + (table == "schema_migrations" ? " ORDER BY version" : " ORDER BY id"));
@@ -824,11 +828,7 @@ std::vector<fs::path> Store::export_json(const fs::path& dir) {
 std::vector<fs::path> Store::export_csv(const fs::path& dir) {
   fs::create_directories(dir);
   std::vector<fs::path> files;
-  exec("BEGIN");
-  struct End {
-    Store* s;
-    ~End() { sqlite3_exec(s->db_, "COMMIT", nullptr, nullptr, nullptr); }
-  } end{this};
+  ReadSnapshot snap(*this);
   for (const auto& table : table_names()) {
     if (table == "judgments" && schema_version() < 2) continue;
     Stmt q(db_, "SELECT * FROM " + table + (table == "schema_migrations" ? " ORDER BY version" : " ORDER BY id"));

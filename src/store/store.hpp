@@ -84,6 +84,8 @@ struct OpenOptions {
   int target_version = kSchemaVersion;  // migrate up to this version (tests create older stores)
 };
 
+// One Store per thread (or process): SQLite serializes the connection, but the transaction nesting is per
+// object. Concurrent writers in other processes wait on the busy timeout (30 s).
 class Store {
  public:
   // Opens (or creates) a store, sets WAL and foreign keys, and migrates it. Throws StoreError: not a SQLite
@@ -150,6 +152,7 @@ class Store {
   sqlite3* handle() { return db_; }
 
  private:
+  struct ReadSnapshot;
   Store(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
   void migrate(int target);
   sqlite3* db_ = nullptr;

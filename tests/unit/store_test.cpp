@@ -296,6 +296,7 @@ TEST_F(StoreTest, TransactionsRollBackAsAWholeAndNest) {
   {
     Store::Transaction t(st);
     st.add_run(r);
+    EXPECT_EQ(st.load(cid).runs.size(), 1u);  // reads inside a transaction see its writes
     EXPECT_THROW(st.add_run(r), StoreError);  // UNIQUE(campaign, model, task, condition, repeat)
     r.repeat = 1;
     st.add_run(r);
