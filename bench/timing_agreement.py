@@ -7,7 +7,8 @@
 3. Repeatability: 5 evaluations of the same solution; every median within 1.5% of their mean.
 4. Defenses: honest solutions evaluated with and without the integrity layer (`--no-defenses`): evaluation
    wall time, and the timed medians (must move by less than 1%).
-Rows print as they are measured, so a run cut short keeps what it had. Usage: python3 bench/timing_agreement.py BUILD_DIR
+Rows print as they are measured, so a run cut short keeps what it had.
+Usage: python3 bench/timing_agreement.py BUILD_DIR [SECTIONS], SECTIONS a comma list of known,dobench,repeat,defenses
 """
 
 import json
@@ -23,6 +24,7 @@ BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 D2K = os.path.join(BUILD, "src", "d2k")
 TASKS = os.path.join(ROOT, "tests", "fixtures", "base")
 SOLUTIONS = os.path.join(ROOT, "tests", "fixtures", "solutions")
+SECTIONS = set((sys.argv[2] if len(sys.argv) > 2 else "known,dobench,repeat,defenses").split(","))
 
 
 def d2k_eval(solution, workloads, *extra):
@@ -64,24 +66,28 @@ def row(name, got_us, want_us, note=""):
 
 
 print(f"{'measurement':<46} {'d2k_us':>11} {'expected_us':>12} {'deviation':>10}", flush=True)
-spin, _ = d2k_eval(os.path.join(ROOT, "bench", "timing", "spin_200us"), "big", "--no-static-checks")
-for w, ms in spin.items():
-    row(f"known duration: spin 200us / {w}", ms * 1e3, 200.0)
+if "known" in SECTIONS:
+    spin, _ = d2k_eval(os.path.join(ROOT, "bench", "timing", "spin_200us"), "big", "--no-static-checks")
+    for w, ms in spin.items():
+        row(f"known duration: spin 200us / {w}", ms * 1e3, 200.0)
 
-toy, _ = d2k_eval(os.path.join(SOLUTIONS, "triton_ok"), "big,huge")
-for w, n in (("big", 1 << 20), ("huge", 1 << 26)):
-    if w in toy:
-        row(f"toy triton / {w} vs do_bench", toy[w] * 1e3, do_bench_toy(n) * 1e3)
+if "dobench" in SECTIONS:
+    toy, _ = d2k_eval(os.path.join(SOLUTIONS, "triton_ok"), "big,huge")
+    for w, n in (("big", 1 << 20), ("huge", 1 << 26)):
+        if w in toy:
+            row(f"toy triton / {w} vs do_bench", toy[w] * 1e3, do_bench_toy(n) * 1e3)
 
-meds = [m.get("huge") for m, _ in (d2k_eval(os.path.join(SOLUTIONS, "triton_ok"), "huge") for _ in range(5))]
-meds = [m for m in meds if m]
+meds = []
+if "repeat" in SECTIONS:
+    meds = [m.get("huge") for m, _ in (d2k_eval(os.path.join(SOLUTIONS, "triton_ok"), "huge") for _ in range(5))]
+    meds = [m for m in meds if m]
 if meds:
     mean = statistics.mean(meds)
     worst = max(meds, key=lambda x: abs(x / mean - 1))
     row(f"repeatability x{len(meds)} / huge (worst vs mean)", worst * 1e3, mean * 1e3,
         "runs: " + " ".join(f"{m * 1e3:.2f}" for m in meds))
 
-for sol in ("triton_ok", "cuda_ok"):
+for sol in ("triton_ok", "cuda_ok") if "defenses" in SECTIONS else ():
     on, off = [], []
     for _ in range(2):  # alternate, so drift hits both alike
         on.append(d2k_eval(os.path.join(SOLUTIONS, sol), "huge"))

@@ -56,7 +56,7 @@ def write_tensor(path, t):
     with open(path, "wb") as f:
         f.write(MAGIC + struct.pack("<ii", code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape))
         if t.numel() > 0:
-            f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+            f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))  # no intermediate copy
 
 
 def read_tensor(path, device):
@@ -383,15 +383,19 @@ class Worker:
         """Cold timing over input sets of fresh seeds that no check call saw. The sets rotate through one more
         buffer slot than there are sets, so no address keeps its content from one call to the next; before
         every call, outside the timed window, the next set is copied into its slot and the slot's outputs are
-        poisoned. Afterwards every set is placed in a slot that last held another set, run once, and its
-        outputs go back to the supervisor to be checked; the inputs must be unchanged."""
+        poisoned. The outputs of timed calls picked at random (up to two per set; the solution cannot tell which)
+        go back to the supervisor to be checked (files _timed<set>_<pick>); a set never picked is run once more at the end in a slot that
+        last held another set. The inputs must be unchanged."""
+        import random
+        rng = random.Random(req.get("rng_seed") or os.urandom(16))  # tests may fix it
         sets = [[read_tensor(files[s["name"]], self.device) for s in req["inputs"]] for files in req["input_sets"]]
         n_sets = len(sets)
         slots = [([torch.empty_like(t) for t in sets[0]], self.alloc_outputs(req["outputs"]))
                  for _ in range(n_sets + 1)]
         held = [None] * len(slots)  # which set each slot holds
+        picked = {}                 # set -> clones of the outputs of one of its timed calls
         params = typed_params(req["params"], req["workload"].get("params", {}))
-        state = {"i": 0, "slot": 0}
+        state = {"i": 0, "slot": 0, "launched": None, "pick": False}
 
         def place(k, m):
             ins, outs = slots[m]
@@ -403,33 +407,49 @@ class Worker:
             state["slot"] = m
 
         def prepare():
+            m = state["launched"]
+            # Each timed call is picked with probability 1/4 while its set has fewer than two picks, and later
+            # ones replace a pick now and then, so late calls are sampled too.
+            if state["pick"] and m is not None:
+                got = picked.setdefault(held[m], [])
+                if len(got) < 2 and rng.random() < 0.25:
+                    got.append([t.clone() for t in slots[m][1]])
+                elif got and rng.random() < 0.02:
+                    got[rng.randrange(len(got))] = [t.clone() for t in slots[m][1]]
             i = state["i"]
             state["i"] += 1
             place(i % n_sets, i % len(slots))
 
         def launch():
             ins, outs = slots[state["slot"]]
+            state["launched"] = state["slot"]
             self.call_solution(ins, outs, params, req["params"])
 
         try:
             # A random number of extra calls first (JIT compilation and module load stay out of the samples),
             # so no call count tells a timed call from a checked one.
-            for _ in range(1 + int.from_bytes(os.urandom(1), "little") % 4):
+            for _ in range(1 + rng.randrange(4)):
                 prepare()
                 launch()
             sync(self.device)
             if req.get("defenses", True):
+                state["pick"] = True
                 timing = self.measure(launch, req.get("timing", {}), prepare)
+                prepare()  # the last timed call may be picked too
+                state["pick"] = False
             else:  # the plain loop the defenses are measured against: one set, one slot, no poisoning
                 state["slot"] = 0
                 timing = self.measure(launch, req.get("timing", {}))
-            finals = []
+            used = set()
             for k in range(n_sets):
-                free = [m for m in range(len(slots)) if m not in finals]
+                if picked.get(k):
+                    continue
+                free = [m for m in range(len(slots)) if m not in used]
                 m = next((m for m in free if held[m] not in (None, k)), free[0])
                 place(k, m)
                 launch()
-                finals.append(m)
+                used.add(m)
+                picked[k] = [slots[m][1]]
             sync(self.device)
         except HarnessError:
             raise
@@ -438,8 +458,8 @@ class Worker:
         for m, (ins, _) in enumerate(slots):
             if held[m] is not None:
                 check_inputs_unchanged(req["inputs"], ins, sets[held[m]])
-        timed_outputs = [self.write_outputs(req["outputs"], slots[m][1], req["out_dir"], f"_timed{k}")
-                         for k, m in enumerate(finals)]
+        timed_outputs = [self.write_outputs(req["outputs"], outs, req["out_dir"], f"_timed{k}_{j}")
+                         for k in range(n_sets) for j, outs in enumerate(picked[k])]
         return {"timing": timing, "timed_outputs": timed_outputs}
 
     def measure(self, launch, cfg, prepare=None):

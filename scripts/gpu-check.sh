@@ -3,7 +3,11 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests overhead calibrate agreement experts naive wrong (default: all)
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam overhead calibrate agreement experts naive wrong
+#                                      (default: tests overhead calibrate agreement experts naive)
+#   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
+#   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps
+#   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (default gpu_|cuda_ok|triton_ok)
 #
 # Every step is bounded by a timeout, so one call of the device tool (600 s) returns whatever was measured.
 set -uo pipefail
@@ -25,12 +29,12 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFI
   -DPython3_EXECUTABLE="$PY" -DD2K_WITH_STORE_AND_HTTP=OFF -DCMAKE_BUILD_RPATH="$PWD/.deps/usr/lib/x86_64-linux-gnu" \
   >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 TARGETS=(--target d2k d2k-worker)
-want tests && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests)
+{ want tests || want redteam; } && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests)
 cmake --build build-gpu -j 16 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 ctest_rc=0
 
-if want tests; then
+run_tests() {
   step tests
   # The CPU-side tests run in CI; here the end-to-end evaluations run one at a time (tests that time on the GPU
   # never share it), then the timer tests.
@@ -39,9 +43,16 @@ if want tests; then
     >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
   (cd build-gpu && timeout 60 ctest -L gpu --output-on-failure --timeout 50 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Not Run|Timeout" "$OUT/ctest.log" | head -40
-fi
+}
 
-if want overhead; then
+run_redteam() {
+  step "red team: the runtime defenses against the gpu_* fixtures, and the honest solutions on the same path"
+  (cd build-gpu && timeout "${REDTEAM_TIMEOUT:-240}" ctest -j 1 -R "EvalSolution.*/(${REDTEAM_REGEX:-gpu_|cuda_ok|triton_ok})" --output-on-failure \
+    --timeout 100 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+  grep -E "Test +#|tests passed|tests failed" "$OUT/ctest.log" | tail -12
+}
+
+run_overhead() {
   step "overhead: the toy task, all workloads, 3 seeds, timing, both baselines (compile cache cold, then warm)"
   rm -rf "$D2K_CACHE/cuda"
   for pass in cold warm; do
@@ -54,24 +65,35 @@ if want overhead; then
   done
   cat /tmp/overhead_cold.log /tmp/overhead_warm.log >"$OUT/overhead.log"
   grep -vE "$progress_lines" /tmp/overhead_warm.log | tail -6
-fi
+}
 
-if want calibrate; then
+run_calibrate() {
   step calibrate
   timeout 60 build-gpu/src/d2k calibrate 2>&1 | tee -a "$OUT/summary.txt" | tail -8
-fi
+}
 
-if want agreement; then
+run_agreement() {
   step "timing agreement, repeatability, cost of the defenses"
-  timeout 200 python3 bench/timing_agreement.py build-gpu 2>&1 | tee "$OUT/timing_agreement.txt"
-fi
+  timeout 200 python3 bench/timing_agreement.py build-gpu ${AGREEMENT_SECTIONS:-} 2>&1 | tee "$OUT/timing_agreement.txt"
+}
 
-for kind in experts naive wrong; do
-  want "$kind" || continue
-  step "suite: $kind solutions"
-  sel=${kind%s}
-  timeout 240 build-gpu/src/d2k eval --solutions "$sel" --no-compile-baseline --max-time 3 --json "$OUT/$kind.json" \
-    2>&1 | tee "$OUT/$kind.log" | grep -vE "$progress_lines"
+run_suite() {  # $1: experts, naive or wrong
+  local kind=$1 sel=${1%s}
+  # One evaluation per task, each bounded, so one task that hangs costs only its own share.
+  for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
+    step "suite: $kind solutions of $task"
+    timeout "${SUITE_TASK_TIMEOUT:-150}" build-gpu/src/d2k eval "$task" --solutions "$sel" --no-compile-baseline \
+      ${SUITE_ARGS:-} --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines"
+  done
+}
+
+# The steps run in the order given.
+for s in "${STEPS[@]}"; do
+  case "$s" in
+    tests|redteam|overhead|calibrate|agreement) "run_$s" ;;
+    experts|naive|wrong) run_suite "$s" ;;
+    *) echo "unknown step: $s" ;;
+  esac
 done
 
 step summary

@@ -729,14 +729,18 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       if (auto body = ask(req, opt.timing_timeout, t)) {
         t.timing = parse_timing((*body)["timing"]);
         // The outputs of timed calls are checked too: a solution must not behave differently when timed.
+        // Up to two picked timed calls per set (the first always there), as the worker was told to write them.
         const auto& tsets = timing_ref_files[w->name];
         for (std::size_t k = 0; k < tsets.size() && t.status == Status::passed; ++k)
-          for (const auto& c : check_outputs(tsets[k]["expected"], out_dir, fmt::format("_timed{}", k)))
-            if (c.status != Status::passed) {
-              t.status = c.status;
-              t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
-              break;
-            }
+          for (int j = 0; j < 2 && t.status == Status::passed; ++j) {
+            if (j > 0 && !fs::exists(out_dir / fmt::format("out_{}_timed{}_{}.d2kt", task.outputs[0].name, k, j))) break;
+            for (const auto& c : check_outputs(tsets[k]["expected"], out_dir, fmt::format("_timed{}_{}", k, j)))
+              if (c.status != Status::passed) {
+                t.status = c.status;
+                t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
+                break;
+              }
+          }
         if (t.status == Status::passed && opt.defenses) integrity_checks(t);
         if (t.status != Status::passed) t.timing.reset();  // no time for an output that did not pass
       }

@@ -214,6 +214,8 @@ struct ColdTimer::Impl {
     std::chrono::steady_clock::time_point released;
     if (cfg.flush_l2) flush(s);
     if (probe) launch_probe(s, 0, cfg.clock_probe_us);
+    // The device is idle when the sample begins: the preparation and the flush must not run into the bracket.
+    D2K_CUDA(cudaStreamSynchronize(s));
     {
       ReleaseOnExit guard(mapped);
       if (cfg.block_stream) {
