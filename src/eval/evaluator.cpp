@@ -107,16 +107,23 @@ Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::
 }
 
 Timing parse_timing(const json& j) {
+  // The worker sends null for a figure that is not finite (a stderr of one sample, a clock not probed).
+  auto num = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
   Timing t;
   t.raw = j;
-  t.samples_ms = j.value("samples_ms", std::vector<double>{});
-  t.median_ms = j.value("median_ms", 0.0);
-  t.mean_ms = j.value("mean_ms", 0.0);
-  t.q1_ms = j.value("q1_ms", 0.0);
-  t.q3_ms = j.value("q3_ms", 0.0);
-  t.rel_stderr = j.value("rel_stderr", 0.0);
-  t.throttled = j.value("throttled", 0);
-  t.stop_reason = j.value("stop_reason", "");
+  if (auto it = j.find("samples_ms"); it != j.end() && it->is_array())
+    for (const auto& x : *it)
+      if (x.is_number()) t.samples_ms.push_back(x.get<double>());
+  t.median_ms = num("median_ms");
+  t.mean_ms = num("mean_ms");
+  t.q1_ms = num("q1_ms");
+  t.q3_ms = num("q3_ms");
+  t.rel_stderr = num("rel_stderr");
+  t.throttled = static_cast<int>(num("throttled"));
+  t.stop_reason = j.contains("stop_reason") && j["stop_reason"].is_string() ? j["stop_reason"].get<std::string>() : "";
   return t;
 }
 
