@@ -3,10 +3,11 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests redteam overhead calibrate agreement experts naive wrong
-#                                      (default: tests overhead calibrate agreement experts naive)
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam overhead calibrate agreement experts naive wrong targets
+#                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
-#   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps
+#   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
+#                                                      --no-compile-baseline); SUITE_TASK_TIMEOUT seconds per task
 #   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (default gpu_|cuda_ok|triton_ok)
 #
 # Every step is bounded by a timeout, so one call of the device tool (600 s) returns whatever was measured.
@@ -17,7 +18,7 @@ mkdir -p "$OUT"
 export D2K_CACHE="$PWD/.cache/d2k"
 PY="$(command -v python3)"
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(tests overhead calibrate agreement experts naive)
+((${#STEPS[@]})) || STEPS=(tests overhead calibrate agreement experts naive targets)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 step() { echo "== $1  (t=${SECONDS}s)"; }
 progress_lines='^\[ *[0-9.]+s\] '
@@ -82,8 +83,8 @@ run_suite() {  # $1: experts, naive or wrong
   # One evaluation per task, each bounded, so one task that hangs costs only its own share.
   for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
     step "suite: $kind solutions of $task"
-    timeout "${SUITE_TASK_TIMEOUT:-150}" build-gpu/src/d2k eval "$task" --solutions "$sel" --no-compile-baseline \
-      ${SUITE_ARGS:-} --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines"
+    timeout "${SUITE_TASK_TIMEOUT:-300}" build-gpu/src/d2k eval "$task" --solutions "$sel" ${SUITE_ARGS:-} \
+      --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines"
   done
 }
 
@@ -92,6 +93,7 @@ for s in "${STEPS[@]}"; do
   case "$s" in
     tests|redteam|overhead|calibrate|agreement) "run_$s" ;;
     experts|naive|wrong) run_suite "$s" ;;
+    targets) python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt" ;;
     *) echo "unknown step: $s" ;;
   esac
 done

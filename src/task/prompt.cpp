@@ -73,10 +73,27 @@ std::vector<std::string> close_guidance(const Task& task, const std::vector<std:
   return out;
 }
 
+std::string public_readme(const std::string& readme) {
+  std::size_t at = 0;
+  while (at < readme.size()) {  // the marker counts only as a line of its own
+    auto end = readme.find('\n', at);
+    if (end == std::string::npos) end = readme.size();
+    std::string_view line(readme.data() + at, end - at);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line == kMaintainersMarker) {
+      auto kept = readme.substr(0, at);
+      while (!kept.empty() && (kept.back() == '\n' || kept.back() == ' ')) kept.pop_back();
+      return kept + "\n";
+    }
+    at = end + 1;
+  }
+  return readme;
+}
+
 std::string render_prompt(const Task& task, const std::vector<std::string>& levels) {
   std::string o;
   o += fmt::format("# Task {:03}: {}\n\n{}\n\n", task.number, task.name, task.summary);
-  o += file_or_note(task.dir / "README.md") + "\n\n";
+  o += public_readme(file_or_note(task.dir / "README.md")) + "\n\n";
 
   o += "## Interface (destination-passing)\n\n";
   o += "The harness allocates every output, fills it with poison, and passes it in; your code must write all of it.\n\n";

@@ -17,4 +17,9 @@ std::vector<std::string> close_guidance(const Task& task, const std::vector<std:
 // The full prompt: description, interface, workloads, requirements, templates, and the given guidance levels.
 std::string render_prompt(const Task& task, const std::vector<std::string>& levels);
 
+// A task README up to the line `<!-- d2k:maintainers -->`: what follows it (measured figures of the expert and
+// naive solutions) is for maintainers and never shown to agents.
+inline constexpr const char* kMaintainersMarker = "<!-- d2k:maintainers -->";
+std::string public_readme(const std::string& readme);
+
 }  // namespace d2k

@@ -60,3 +60,25 @@ TEST(Prompt, GuidedShowsTheLevelsInOrder) {
 
 }  // namespace
 }  // namespace d2k
+
+namespace d2k {
+namespace {
+
+TEST(Prompt, MaintainersSectionOfTheReadmeIsNeverShown) {
+  std::string readme = "# Task\n\nWhat to compute.\n\n<!-- d2k:maintainers -->\n## Measured\nexpert 1.2 ms\n";
+  EXPECT_EQ(public_readme(readme), "# Task\n\nWhat to compute.\n");
+  // Only a line of its own counts: a mention inside a sentence keeps the text.
+  std::string inline_mention = "Write `<!-- d2k:maintainers -->` nowhere.\nexpert 1.2 ms\n";
+  EXPECT_EQ(public_readme(inline_mention), inline_mention);
+  EXPECT_EQ(public_readme("no marker\n"), "no marker\n");
+  // The real task 008 keeps its figures out of the prompt.
+  Diagnostics d;
+  auto task = load_task(test::fixtures().parent_path().parent_path() / "tasks" / "008_muon_newton_schulz", d);
+  ASSERT_TRUE(task);
+  auto prompt = render_prompt(*task, {});
+  EXPECT_EQ(prompt.find("d2k:maintainers"), std::string::npos);
+  EXPECT_EQ(prompt.find("Measured (for maintainers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace d2k

@@ -23,7 +23,7 @@ std::vector<std::string> populate_workspace(const Task& task, const std::vector<
     if (auto text = read_file(src)) put(rel, *text);
   };
   put("TASK.md", render_prompt(task, levels));
-  copy(task.dir / "README.md", "README.md");
+  if (auto text = read_file(task.dir / "README.md")) put("README.md", public_readme(*text));
   copy(task.dir / "reference.py", "reference.py");
   for (const auto& l : task.requirements.languages) {
     auto name = l == "triton" ? "solution.py" : "solution.cu";

@@ -1,0 +1,101 @@
+"""The suite's measured targets (issue 8) from `d2k eval --json` traces of the expert and naive solutions.
+
+Per task and timed workload: expert and naive medians, expert vs naive, vs eager and vs torch.compile, % of
+speed-of-light; per task the geometric-mean speedup over eager and the verdict on each target:
+  - every expert workload passed;
+  - geometric-mean speedup vs eager >= 3x (1.3x for muon_newton_schulz);
+  - >= 40% of speed-of-light on the largest workload (most bytes, or most flops for compute-bound tasks);
+  - the expert beats the naive kernel on every workload;
+  - flagged when the expert is within 10% of torch.compile on every workload (the guidance then adds little).
+Usage: python3 bench/suite_targets.py EXPERT.json [EXPERT2.json ...] [--naive NAIVE.json ...]
+(the JSON files `d2k eval --json` writes; several may be given, one per task). Exits 1 when a target is missed.
+"""
+
+import json
+import math
+import sys
+
+SPEEDUP_TARGET = {"muon_newton_schulz": 1.3}
+
+
+def load(paths):
+    """{task: {workload: trace}} of the timed workloads, plus {task: [statuses of every workload]}."""
+    timed, statuses = {}, {}
+    for p in paths:
+        with open(p) as f:
+            for rec in json.load(f):
+                for t in rec["traces"]:
+                    statuses.setdefault(t["task"], []).append(t["status"])
+                    if t["timed"]:
+                        timed.setdefault(t["task"], {})[t["workload"]] = t
+    return timed, statuses
+
+
+def median(t, key="solution"):
+    p = t.get("performance", {}).get(key)
+    return p.get("median_ms") if isinstance(p, dict) else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt(x, unit=""):
+    return "-" if x is None else f"{x:.4g}{unit}"
+
+
+def main(argv):
+    if "--naive" in argv:
+        i = argv.index("--naive")
+        expert_paths, naive_paths = argv[:i], argv[i + 1:]
+    else:
+        expert_paths, naive_paths = argv, []
+    if not expert_paths:
+        print(__doc__)
+        return 2
+    expert, statuses = load(expert_paths)
+    naive, _ = load(naive_paths)
+    missed = 0
+    for task in sorted(set(expert) | set(statuses)):
+        rows = expert.get(task, {})
+        print(f"\n## {task}\n")
+        print(f"{'workload':<34} {'expert_ms':>10} {'naive_ms':>10} {'vs_naive':>8} {'eager_ms':>10} {'vs_eager':>8} "
+              f"{'compile_ms':>10} {'vs_compile':>10} {'%SOL':>6}")
+        speedups, beats_naive, near_compile = [], [], []
+        largest, largest_size = None, -1
+        for w, t in rows.items():
+            e, n = median(t), median(naive.get(task, {}).get(w, {}))
+            eager, comp = median(t, "eager"), median(t, "torch_compile")
+            perf = t.get("performance", {})
+            size = perf.get("flops" if perf.get("bound") == "compute" else "bytes", 0) or 0
+            if size > largest_size:
+                largest, largest_size = w, size
+            vs_eager = eager / e if e and eager else None
+            vs_naive = n / e if e and n else None
+            vs_comp = comp / e if e and comp else None
+            speedups.append(vs_eager)
+            beats_naive.append(vs_naive is not None and vs_naive > 1)
+            near_compile.append(vs_comp is not None and vs_comp < 1.1)
+            print(f"{w:<34} {fmt(e):>10} {fmt(n):>10} {fmt(vs_naive, 'x'):>8} {fmt(eager):>10} {fmt(vs_eager, 'x'):>8} "
+                  f"{fmt(comp):>10} {fmt(vs_comp, 'x'):>10} {fmt(perf.get('pct_speed_of_light')):>6}")
+        g = geomean(speedups)
+        target = SPEEDUP_TARGET.get(task, 3.0)
+        sol = rows[largest]["performance"].get("pct_speed_of_light") if largest else None
+        checks = [
+            ("every workload passed", all(s == "passed" for s in statuses.get(task, [])) and bool(statuses.get(task))),
+            (f"geomean speedup vs eager {fmt(g, 'x')} >= {target}x", g is not None and g >= target),
+            (f"{fmt(sol, '%')} of speed-of-light on {largest} >= 40%", sol is not None and sol >= 40),
+            ("beats the naive kernel on every workload" if naive.get(task) else "naive kernel not measured",
+             bool(rows) and all(beats_naive)),
+        ]
+        for name, ok in checks:
+            print(f"  [{'ok' if ok else 'MISSED'}] {name}")
+            missed += not ok
+        if rows and all(near_compile):
+            print("  [FLAG] within 10% of torch.compile on every workload: the guidance adds little beyond fusion")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
