@@ -262,6 +262,9 @@ Table correlation(const Scores& s) {
   if (!any_judgments(s)) return t;
   for (const auto& c : s.correlations)
     t.rows.push_back({c.what, std::to_string(c.n), c.rho ? fmt::format("{:.3f}", *c.rho) : kDash});
+  for (const auto& c : s.model_correlations)  // per model (issue 6)
+    t.rows.push_back({fmt::format("{} · {}", c.what, c.model), std::to_string(c.n),
+                      c.rho ? fmt::format("{:.3f}", *c.rho) : kDash});
   return t;
 }
 

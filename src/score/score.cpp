@@ -364,6 +364,27 @@ Scores compute_scores(const CampaignData& data, const Baseline& baseline, int re
     corr.rho = spearman(x, y);
     s.correlations.push_back(corr);
   }
+  // The same per model, pooled over that model's conditions.
+  for (const auto& m : s.models)
+    for (int which = -1; which < 3; ++which) {
+      Correlation corr;
+      corr.what = which < 0 ? "JS_impl" : kLevels[which];
+      corr.model = m;
+      std::vector<double> x, y;
+      for (const auto& g : s.groups) {
+        if (g.model != m) continue;
+        for (const auto& t : g.tasks) {
+          auto v = which < 0 ? t.js_impl : t.js_level[which];
+          if (t.timed && v) {
+            x.push_back(*v);
+            y.push_back(t.speedup);
+          }
+        }
+      }
+      corr.n = static_cast<int>(x.size());
+      corr.rho = spearman(x, y);
+      s.model_correlations.push_back(corr);
+    }
   return s;
 }
 
@@ -409,6 +430,9 @@ json to_json(const Scores& s) {
                             {"cost_usd", c.cost_usd}});
   j["correlations"] = json::array();
   for (const auto& c : s.correlations) j["correlations"].push_back({{"what", c.what}, {"n", c.n}, {"spearman", opt(c.rho)}});
+  j["model_correlations"] = json::array();
+  for (const auto& c : s.model_correlations)
+    j["model_correlations"].push_back({{"model", c.model}, {"what", c.what}, {"n", c.n}, {"spearman", opt(c.rho)}});
   return j;
 }
 

@@ -85,6 +85,7 @@ struct ConditionSummary {  // all models together, one condition
 
 struct Correlation {
   std::string what;  // "JS_impl", "L1", "L2", "L3"
+  std::string model;  // model_correlations: the model; empty: all models together
   int n = 0;
   std::optional<double> rho;
 };
@@ -99,6 +100,7 @@ struct Scores {
   std::vector<std::string> eligible_models;     // correct and timed on every task in every paired condition
   std::vector<std::string> common_tasks;        // correct and timed for every model in every paired condition
   std::vector<Correlation> correlations;        // judge score vs speedup over judged, timed runs
+  std::vector<Correlation> model_correlations;  // the same per model (over its conditions), model-major
   std::vector<std::string> warnings;
 
   const GroupScore* group(const std::string& model, const std::string& condition) const;
