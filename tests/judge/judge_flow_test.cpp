@@ -590,3 +590,22 @@ TEST(JudgeCli, CampaignInAStore) {
   EXPECT_NE(r.out.find("0 judged (0 invalid), 3 already stored"), std::string::npos) << r.out;
   fs::remove_all(c.dir);
 }
+
+TEST(JudgeCli, RepeatsPrintScoresAndTheirSpread) {
+  auto dir = temp_dir("cli3");
+  FakeModelServer srv({openai_text(verdict(75)), openai_text(verdict(50)), openai_text(fabricated(25)),
+                       openai_text(fabricated(25)), openai_text(verdict(100)), openai_text(verdict(50)),
+                       openai_text(verdict(25))});
+  auto reg = registry_for(srv, dir);
+  auto r = run_cmd(fmt::format("{} judge --solution {} --task {} --judge-model fake-judge --models {} --repeats 2",
+                               D2K_BINARY, (kFix / "solution").string(), (kFix / "001_toy_scale").string(), reg));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("INVALID"), std::string::npos) << r.out;           // repeat 0, L3
+  EXPECT_NE(r.out.find("✗ solution.py:3-5"), std::string::npos) << r.out;  // the failed citation, shown
+  EXPECT_NE(r.out.find("JS_impl = 41.7"), std::string::npos) << r.out;    // (75 + 50 + 0) / 3
+  EXPECT_NE(r.out.find("JS_impl = 58.3"), std::string::npos) << r.out;    // repeat 1: (100 + 50 + 25) / 3
+  // Three level items, L2 agreeing (50, 50): 33.3% agree, largest range 25 (L1 75/100, L3 0/25).
+  EXPECT_NE(r.out.find("levels     3 items  all repeats agree  33.3%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max range  25.0"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
