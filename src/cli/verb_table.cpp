@@ -16,6 +16,7 @@ constexpr std::array kVerbs{
     Verb{"store", "the campaign store (SQLite): info, check, migrate, export to JSON or CSV", run_store},
     Verb{"agent", "run an agent on a task under budgets (built-in loop or external CLI), resume it, show its outcome", run_agent},
     Verb{"judge", "runtime-blind judges: JS_impl of solutions and JS_design of proposals, with verified citations", run_judge},
+    Verb{"campaign", "run a campaign (models x tasks x conditions x repeats) into a store, resumable and sharded; merge shard stores", run_campaign},
 };
 }  // namespace
 

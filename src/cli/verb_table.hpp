@@ -33,5 +33,6 @@ int run_report(const std::vector<std::string>& args);
 int run_store(const std::vector<std::string>& args);
 int run_agent(const std::vector<std::string>& args);
 int run_judge(const std::vector<std::string>& args);
+int run_campaign(const std::vector<std::string>& args);
 
 }  // namespace d2k::cli

@@ -27,6 +27,9 @@
 #include "agent/sandbox/sandbox.hpp"
 #include "agent/tools/public_files.hpp"
 #include "agent/tools/toolbox.hpp"
+#ifdef D2K_WITH_CAMPAIGN
+#include "campaign/gpu_lock.hpp"  // $D2K_GPU_LOCK: a GPU shared by a campaign's runs
+#endif
 #include "core/files.hpp"
 #include "d2k/build_info.hpp"
 #include "eval/evaluator.hpp"
@@ -143,8 +146,15 @@ agent::ToolResult evaluate_workspace(const Task& task, const fs::path& workspace
     eo.max_time_per_workload_s = 2;
   }
   EvalResult ev;
+  json gpu_lock;  // a campaign's shared GPU: official evaluations hold it exclusively, other work shared
   try {
+#ifdef D2K_WITH_CAMPAIGN
+    auto lock = campaign::lock_gpu_from_env(official ? campaign::GpuLock::Mode::exclusive : campaign::GpuLock::Mode::shared);
+#endif
     ev = evaluate(task, *sol, eo);
+#ifdef D2K_WITH_CAMPAIGN
+    if (lock) gpu_lock = lock->record();
+#endif
   } catch (const std::exception& e) {
     return {std::string("the evaluation could not run: ") + e.what(), true};
   }
@@ -154,6 +164,7 @@ agent::ToolResult evaluate_workspace(const Task& task, const fs::path& workspace
   if (official) {
     auto j = ev.to_json();
     j["d2k_version"] = build::version;
+    if (!gpu_lock.is_null()) j["gpu_lock"] = gpu_lock;
     int n = agent::record_submission(records, sol->source, j);
     text += fmt::format("\nsubmission {} recorded\n", n);
   }
@@ -204,6 +215,9 @@ std::shared_ptr<agent::CommandRunner> runner_or_report(const RunSetup& s) {
 agent::ToolBox make_toolbox(const RunSetup& s, std::shared_ptr<agent::CommandRunner> runner) {
   agent::ToolBoxOptions opt;
   opt.runner = runner ? std::move(runner) : std::make_shared<agent::LocalCommandRunner>();
+#ifdef D2K_WITH_CAMPAIGN
+  opt.runner = campaign::gpu_shared_runner(std::move(opt.runner));  // bash waits while an official timing runs
+#endif
   const Task* task = &*s.task;
   opt.evaluate = [task, ws = s.workspace, records = s.submissions](bool official) {
     return evaluate_workspace(*task, ws, records, official);
