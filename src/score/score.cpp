@@ -155,6 +155,14 @@ TaskScore score_task(const std::string& task, const Run* run, const Baseline& ba
   }
   if (t.js_level[0] && t.js_level[1] && t.js_level[2])
     t.js_impl = (*t.js_level[0] + *t.js_level[1] + *t.js_level[2]) / 3.0;
+  for (size_t l = 0; l < kLevels.size(); ++l) {  // JS_design: the same over design judgments
+    std::vector<double> v;
+    for (const auto& j : run->judgments)
+      if (j.kind == "design" && j.level == kLevels[l]) v.push_back(j.valid ? j.score : 0.0);
+    t.js_design_level[l] = mean_of(v);
+  }
+  if (t.js_design_level[0] && t.js_design_level[1] && t.js_design_level[2])
+    t.js_design = (*t.js_design_level[0] + *t.js_design_level[1] + *t.js_design_level[2]) / 3.0;
 
   const Submission* fin = run->final_submission();
   if (!fin || !fin->evaluation || !fin->evaluation->correct) return t;
@@ -244,7 +252,7 @@ Scores compute_scores(const CampaignData& data, const Baseline& baseline, int re
       g.model = m;
       g.condition = c;
       std::vector<double> perf_terms, all_speedups, sols;
-      std::array<std::vector<double>, 3> js;
+      std::array<std::vector<double>, 3> js, jsd;
       bool all_timed = true;
       for (const auto& t : s.tasks) {
         auto it = index.find({m, c, t});
@@ -275,6 +283,8 @@ Scores compute_scores(const CampaignData& data, const Baseline& baseline, int re
         }
         for (size_t l = 0; l < 3; ++l)
           if (ts.js_level[l]) js[l].push_back(*ts.js_level[l]);
+        for (size_t l = 0; l < 3; ++l)
+          if (ts.js_design_level[l]) jsd[l].push_back(*ts.js_design_level[l]);
         g.tasks.push_back(std::move(ts));
       }
       g.correctness = g.pairs ? static_cast<double>(g.correct) / g.pairs : 0;
@@ -285,6 +295,9 @@ Scores compute_scores(const CampaignData& data, const Baseline& baseline, int re
       for (size_t l = 0; l < 3; ++l) g.js_level[l] = mean_of(js[l]);
       if (g.js_level[0] && g.js_level[1] && g.js_level[2])
         g.js_impl = (*g.js_level[0] + *g.js_level[1] + *g.js_level[2]) / 3.0;
+      for (size_t l = 0; l < 3; ++l) g.js_design_level[l] = mean_of(jsd[l]);
+      if (g.js_design_level[0] && g.js_design_level[1] && g.js_design_level[2])
+        g.js_design = (*g.js_design_level[0] + *g.js_design_level[1] + *g.js_design_level[2]) / 3.0;
       s.groups.push_back(std::move(g));
     }
   }
@@ -406,7 +419,8 @@ json to_json(const Scores& s) {
       jt.push_back({{"task", t.task}, {"has_run", t.has_run}, {"correct", t.correct}, {"timed", t.timed},
                     {"speedup", t.timed ? json(t.speedup) : json(nullptr)}, {"score", t.correct && !t.timed ? json(nullptr) : json(t.score)},
                     {"pct_sol", opt(t.pct_sol)}, {"baseline_fallbacks", t.baseline_fallbacks},
-                    {"js_impl", opt(t.js_impl)}, {"js_level", opt3(t.js_level)}});
+                    {"js_impl", opt(t.js_impl)}, {"js_level", opt3(t.js_level)},
+                    {"js_design", opt(t.js_design)}});
     j["groups"].push_back(
         {{"model", g.model}, {"condition", g.condition}, {"condition_label", condition_label(g.condition)},
          {"pairs", g.pairs}, {"correct", g.correct}, {"untimed_correct", g.untimed_correct},
@@ -417,7 +431,8 @@ json to_json(const Scores& s) {
          {"tokens", {{"input", g.input_tokens}, {"cached", g.cached_tokens}, {"output", g.output_tokens},
                      {"reasoning", g.reasoning_tokens}}},
          {"cost_usd", g.cost_usd}, {"wall_s", g.wall_s}, {"turns", g.turns},
-         {"js_impl", opt(g.js_impl)}, {"js_level", opt3(g.js_level)}, {"tasks", jt}});
+         {"js_impl", opt(g.js_impl)}, {"js_level", opt3(g.js_level)},
+         {"js_design", opt(g.js_design)}, {"js_design_level", opt3(g.js_design_level)}, {"tasks", jt}});
   }
   j["summary"] = json::array();
   for (const auto& c : s.summary)

@@ -51,6 +51,8 @@ struct TaskScore {
   int baseline_fallbacks = 0;  // workloads timed against eager because the chosen baseline was missing
   std::array<std::optional<double>, 3> js_level;  // JS_impl per level (mean over repeated judgments)
   std::optional<double> js_impl;                  // mean of the three levels (when all three are present)
+  std::array<std::optional<double>, 3> js_design_level;  // JS_design (kind "design", on the unguided run)
+  std::optional<double> js_design;
 };
 
 struct GroupScore {  // one (model, condition)
@@ -69,6 +71,8 @@ struct GroupScore {  // one (model, condition)
   int runs = 0;
   std::array<std::optional<double>, 3> js_level;  // mean over tasks with a judgment
   std::optional<double> js_impl;
+  std::array<std::optional<double>, 3> js_design_level;  // the same for JS_design (docs/JUDGES.md)
+  std::optional<double> js_design;
 };
 
 struct ConditionSummary {  // all models together, one condition

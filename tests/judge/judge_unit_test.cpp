@@ -290,3 +290,26 @@ TEST(JudgeAnalysis, SpearmanPerModelAndOverall) {
       for (const auto& r : t.rows) found = found || (r[0] == "JS_impl · A" && r[1] == "4" && r[2] == "0.600");
   EXPECT_TRUE(found);
 }
+
+TEST(JudgeAnalysis, JsDesignIsScoredApartFromJsImpl) {
+  auto data = d2k::testing::tiny_campaign();
+  // Design judgments on A's unguided t1 run (one invalid, counting 0) and t2 run.
+  for (auto& r : data.runs) {
+    if (r.model != "A" || r.condition != "none") continue;
+    bool t1 = r.task == "t1";
+    r.judgments.push_back({"design", "L1", t1 ? 100.0 : 50.0, true});
+    r.judgments.push_back({"design", "L2", t1 ? 75.0 : 25.0, true});
+    r.judgments.push_back({"design", "L3", 50.0, !t1});  // t1: invalid
+  }
+  auto s = d2k::score::compute_scores(data, {});
+  const auto* g = s.group("A", "none");
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(g->tasks[0].js_design);
+  EXPECT_NEAR(*g->tasks[0].js_design, (100 + 75 + 0) / 3.0, 1e-12);
+  EXPECT_NEAR(*g->tasks[1].js_design, (50 + 25 + 50) / 3.0, 1e-12);
+  ASSERT_TRUE(g->js_design);
+  EXPECT_NEAR(*g->js_design, (175.0 / 3 + 125.0 / 3) / 2, 1e-12);
+  EXPECT_NEAR(*g->tasks[0].js_impl, 25.0, 1e-12);  // JS_impl unchanged by design judgments
+  EXPECT_FALSE(s.group("A", "all")->js_design);
+  EXPECT_NEAR(d2k::score::to_json(s)["groups"][0]["js_design"].get<double>(), 50.0, 1e-12);
+}
