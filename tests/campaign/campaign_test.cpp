@@ -336,6 +336,32 @@ TEST(Campaign, ShardsMergedEqualTheUnshardedCampaign) {
   EXPECT_EQ(count_status(merged, "finished"), 12);
 }
 
+TEST(Campaign, SigtermStopsCleanlyAndTheRunsAreResumed) {
+  test::TempDir tmp;
+  test::RoutedModelServer server([](const test::RecordedRequest& r) { return fake_model(r, false, 1500); });
+  write_registry(tmp.path(), server.base_url());
+  fs::path f = write_campaign(tmp.path() / "c");
+  fs::path store = tmp.path() / "c" / "store.db";
+  Proc p = spawn({"campaign", "run", f.string(), "--jobs", "3"}, tmp.path() / "1.log", tmp.path() / "cache");
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count_status(store, "running") < 3 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(p, std::chrono::seconds(60)), 130) << log_of(p);
+  EXPECT_NE(log_of(p).find("stopping: 3 run(s) asked to stop"), std::string::npos) << log_of(p);
+  // The children wrote their interrupted records; the store says so; nothing is left running.
+  EXPECT_EQ(count_status(store, "interrupted"), 3) << log_of(p);
+  EXPECT_EQ(count_status(store, "running"), 0);
+  auto st = test::run_d2k("agent status --json '" + (tmp.path() / "c/ci.runs/fake-a/toy_scale/none/r0").string() + "'");
+  ASSERT_EQ(st.code, 0) << st.out;
+  EXPECT_EQ(json::parse(st.out)["status"], "interrupted") << st.out;
+  EXPECT_EQ(json::parse(st.out)["recorded"].is_boolean() ? json::parse(st.out)["recorded"].get<bool>() : true, true);
+  Proc q = spawn({"campaign", "run", f.string(), "--jobs", "3"}, tmp.path() / "2.log", tmp.path() / "cache");
+  ASSERT_EQ(wait_exit(q, std::chrono::seconds(300)), 0) << log_of(q);
+  EXPECT_NE(log_of(q).find("resume fake-a/toy_scale/none/r0"), std::string::npos) << log_of(q);
+  EXPECT_EQ(count_status(store, "finished"), 12) << log_of(q);
+}
+
 // Two stores holding the same cell with different outcomes.
 void make_store(const fs::path& p, const std::string& status, int turns, const json& protocol) {
   auto st = store::Store::open(p);
