@@ -162,20 +162,24 @@ int wait_exit(const Proc& p, std::chrono::seconds timeout) {
 
 std::string log_of(const Proc& p) { return read_file(p.log).value_or("(no log)"); }
 
+// Read-only and without the store's migrations: the campaign process may be creating the store right now (opening
+// it through Store::open here would race its first migration).
 int count_status(const fs::path& store, const std::string& status) {
   if (!fs::exists(store)) return 0;
-  try {
-    store::OpenOptions oo;
-    oo.create = false;
-    auto st = store::Store::open(store, oo);
-    auto c = st.campaign("ci");
-    if (!c) return 0;
-    int n = 0;
-    for (const auto& r : st.runs(c->id)) n += r.status == status;
-    return n;
-  } catch (const std::exception&) {
-    return 0;
+  sqlite3* db = nullptr;
+  int n = 0;
+  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM runs r JOIN campaigns c ON c.id=r.campaign_id "
+                               "WHERE c.name='ci' AND r.status=?", -1, &q, nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(q, 1, status.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(q) == SQLITE_ROW) n = sqlite3_column_int(q, 0);
+    }
+    sqlite3_finalize(q);
   }
+  sqlite3_close(db);
+  return n;
 }
 
 // `d2k score --json` without wall times (the one figure a resumed run cannot reproduce).
