@@ -3,7 +3,8 @@
 Requests arrive as JSON lines on stdin; each gets one JSON line on fd 3. Tensors travel as D2KT files.
 The verdict is never computed here: this process may host hostile code, so it only produces inputs,
 expected outputs (reference role) or solution outputs and timings (solution role), and the supervisor
-compares them.
+compares them. The checker role runs only the task's trusted check() (outputs with check = "custom") and
+answers (passed, message); the supervisor turns that into the status.
 """
 
 import importlib.util
@@ -260,6 +261,35 @@ class Worker:
             tm = self.measure(lambda: torch.matmul(a, b, out=c), cfg)
             result[f"{name}_tflop_per_s"] = 2 * m ** 3 / (tm["median_ms"] * 1e-3) * 1e-12
         return {"calibration": result}
+
+    # --- checker role (trusted: never runs solution code) -------------------------------------
+    def op_check(self, req):
+        """The task's check() on one output with check = "custom": the output file is a copy the supervisor
+        made out of the solution's reach; inputs as generated, expected as the reference wrote it. Replies
+        {passed, message}; the supervisor turns it into a status. A check() that raises or returns anything
+        but (bool, str) is an error of the task."""
+        if self.reference is None:
+            self.reference = load_module(req["reference_path"], "d2k_task_reference")
+        check = getattr(self.reference, "check", None)
+        if not callable(check):
+            raise HarnessError("runtime_error", "reference.py defines no check()")
+        inputs = {s["name"]: read_tensor(req["input_files"][s["name"]], self.device) for s in req["inputs"]}
+        out = read_tensor(req["output_file"], self.device)
+        expected = read_tensor(req["expected_file"], self.device)
+        params = typed_params(req["params"], req["workload"].get("params", {}))
+        with torch.no_grad():
+            result = check(req["name"], out, expected, inputs, params)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise HarnessError("runtime_error", f"check() returned {type(result).__name__}, not (bool, str)")
+        passed, message = result
+        if isinstance(passed, torch.Tensor) and passed.numel() == 1 and passed.dtype == torch.bool:
+            passed = bool(passed.item())
+        if type(passed).__name__ not in ("bool", "bool_"):
+            raise HarnessError("runtime_error", f"check() returned {type(passed).__name__} as its verdict, not bool")
+        del inputs, out, expected
+        if self.device == "cuda":
+            torch.cuda.empty_cache()  # the solution's worker shares the device
+        return {"passed": bool(passed), "message": str(message)[:4000]}
 
     # --- solution role -----------------------------------------------------------------------
     def op_load(self, req):

@@ -530,6 +530,56 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     if (sol_uid >= 0) (void)!::chown(dir.c_str(), static_cast<uid_t>(sol_uid), static_cast<gid_t>(sol_uid));
   };
 
+  // Outputs with check = "custom" are judged by the task's check() (reference.py, trusted) in a checker worker
+  // that never runs solution code, started when first needed. It judges a copy of the output that the
+  // supervisor wrote into private/ (out of the solution's reach: a thread it left behind cannot rewrite it
+  // between our shape check and the checker's read); its reply is (passed, message), the status is ours.
+  Worker checker;
+  int check_copies = 0;
+  auto custom_check = [&](const OutputSpec& spec, const HostTensor& got, const Workload& w, const json& inputs_spec,
+                          const json& input_files, const std::string& expected_file) {
+    OutputCheck c;
+    c.name = spec.name;
+    c.numel = got.numel();
+    auto fail = [&](const std::string& reason) {
+      throw std::runtime_error(fmt::format("the task's check() failed on workload {}, output {}: {}", w.name,
+                                           spec.name, reason));
+    };
+    if (!checker.proc) {
+      std::string cwhy;
+      say("starting the checker worker");
+      checker = start_worker(opt, scratch, "checker", false, cwhy);
+      if (!checker.proc) throw std::runtime_error(cwhy);
+    }
+    auto copy = scratch / "private" / "check" / fmt::format("out_{}_{}.d2kt", spec.name, ++check_copies);
+    fs::create_directories(copy.parent_path());
+    write_tensor_file(copy, got);
+    checker.proc->send({{"op", "check"}, {"reference_path", (task.dir / "reference.py").string()},
+                        {"workload", workload_json(w)}, {"name", spec.name}, {"output_file", copy.string()},
+                        {"inputs", inputs_spec}, {"input_files", input_files}, {"expected_file", expected_file},
+                        {"params", params_json(task)}});
+    auto r = checker.proc->receive(opt.timing_timeout);
+    if (r.outcome != ChildProcess::Outcome::response) {
+      std::string tail = checker.proc->log_tail();
+      checker.proc->kill();
+      checker.proc->wait();
+      checker.proc.reset();
+      fail(r.outcome == ChildProcess::Outcome::timeout ? fmt::format("no answer within {} s", opt.timing_timeout.count())
+                                                       : "the checker worker died:\n" + tail);
+    }
+    if (!r.body.value("ok", false)) fail(r.body.value("error", "no error message"));
+    if (!r.body.contains("passed") || !r.body["passed"].is_boolean()) fail("the checker's reply has no verdict");
+    std::error_code ec;
+    fs::remove(copy, ec);
+    c.matched_ratio = r.body["passed"].get<bool>() ? 1.0 : 0.0;
+    if (!r.body["passed"].get<bool>()) {
+      c.status = Status::incorrect_numerics;
+      auto m = r.body.value("message", std::string());
+      c.message = fmt::format("{}: check() says: {}", spec.name, m.empty() ? "wrong" : m);
+    }
+    return c;
+  };
+
   // 3. The solution, in a worker of its own that is restarted after a crash or a hang.
   Worker sol;
   auto ensure_solution_worker = [&]() -> bool {
@@ -659,22 +709,42 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
     // Output files are read from where the supervisor told the worker to write them, never from paths the
     // worker reports: a hostile worker could point at the expected outputs.
-    auto check_outputs = [&](const json& expected_files, const fs::path& out_dir, const std::string& suffix) {
+    // `ref_set` is the reference's record of the input set: {inputs, expected} files.
+    auto check_outputs = [&](const json& ref_set, const fs::path& out_dir, const std::string& suffix) {
       std::vector<OutputCheck> checks;
+      const json& expected_files = ref_set["expected"];
       for (const auto& spec : task.outputs) {
         std::vector<int64_t> shape;
         for (const auto& e : spec.shape) shape.push_back(eval_dim(e, vars));
+        HostTensor got;
         try {
-          auto expected = read_tensor_file(expected_files[spec.name].get<std::string>());
-          auto got = read_tensor_file(out_dir / fmt::format("out_{}{}.d2kt", spec.name, suffix));
-          checks.push_back(compare_output(spec, got, expected, shape));
+          got = read_tensor_file(out_dir / fmt::format("out_{}{}.d2kt", spec.name, suffix));
+          if (spec.tol.check != "custom") {
+            auto expected = read_tensor_file(expected_files[spec.name].get<std::string>());
+            checks.push_back(compare_output(spec, got, expected, shape));
+            continue;
+          }
         } catch (const std::exception& e) {
           OutputCheck c;
           c.name = spec.name;
           c.status = Status::runtime_error;
           c.message = fmt::format("{}: unreadable output: {}", spec.name, e.what());
           checks.push_back(c);
+          continue;
         }
+        // check = "custom": shape and dtype are ours to judge, the values check()'s.
+        OutputCheck c;
+        c.name = spec.name;
+        if (got.shape != shape) {
+          c.status = Status::incorrect_shape;
+          c.message = fmt::format("{}: shape [{}], expected [{}]", spec.name, fmt::join(got.shape, ", "), fmt::join(shape, ", "));
+        } else if (got.dtype != spec.dtype) {
+          c.status = Status::incorrect_dtype;
+          c.message = fmt::format("{}: dtype {}, expected {}", spec.name, dtype_name(got.dtype), dtype_name(spec.dtype));
+        } else {
+          c = custom_check(spec, got, *w, inputs, ref_set["inputs"], expected_files[spec.name].get<std::string>());
+        }
+        checks.push_back(c);
       }
       return checks;
     };
@@ -714,7 +784,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         }
       }
       t.seeds_checked.push_back(seeds[k]);
-      auto checks = check_outputs(rf["expected"], out_dir, "");
+      auto checks = check_outputs(rf, out_dir, "");
       t.checks = checks;
       for (const auto& c : checks)
         if (c.status != Status::passed) {
@@ -741,7 +811,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         for (std::size_t k = 0; k < tsets.size() && t.status == Status::passed; ++k)
           for (int j = 0; j < 2 && t.status == Status::passed; ++j) {
             if (j > 0 && !fs::exists(out_dir / fmt::format("out_{}_timed{}_{}.d2kt", task.outputs[0].name, k, j))) break;
-            for (const auto& c : check_outputs(tsets[k]["expected"], out_dir, fmt::format("_timed{}_{}", k, j)))
+            for (const auto& c : check_outputs(tsets[k], out_dir, fmt::format("_timed{}_{}", k, j)))
               if (c.status != Status::passed) {
                 t.status = c.status;
                 t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
@@ -754,10 +824,11 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     }
     ev.traces.push_back(std::move(t));
   }
-  if (sol.proc) {
-    sol.proc->send({{"op", "exit"}});
-    sol.proc->wait();
-  }
+  for (auto* w : {&sol, &checker})
+    if (w->proc) {
+      w->proc->send({{"op", "exit"}});
+      w->proc->wait();
+    }
   return ev;
 }
 

@@ -102,6 +102,64 @@ TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
   EXPECT_NE(r.out.find("calls_torch_cumsum: expected compliance_violation, got it"), std::string::npos) << r.out;
 }
 
+// check = "custom": the task's check() judges the output in a worker that never runs solution code. The toy task
+// accepts any permutation of its input: the expert writes it reversed (allclose against the reference's copy
+// would fail it), the wrong ones lose an element or halve the values.
+nlohmann::json eval_custom(const std::string& task, const fs::path& sol, test::RunResult& r, const test::TempDir& tmp) {
+  auto json_path = tmp.path() / "traces.json";
+  r = test::run_d2k("eval --tasks '" + (test::fixtures() / "custom_check").string() + "' " + task + " '" +
+                        sol.string() + "' --workloads ragged,two_blocks --json '" + json_path.string() +
+                        "' --call-timeout 60 --no-compile-baseline",
+                    "D2K_CACHE='" + (tmp.path() / "cache").string() + "'");
+  auto text = read_file(json_path);
+  return text ? nlohmann::json::parse(*text) : nlohmann::json();
+}
+
+TEST(EvalCustomCheck, AnyPermutationPasses) {
+  test::TempDir tmp;
+  test::RunResult r;
+  auto j = eval_custom("1", test::fixtures() / "custom_check" / "001_toy_permute" / "expert", r, tmp);
+  EXPECT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  ASSERT_EQ(j[0]["traces"].size(), 2u) << r.out;
+  for (const auto& t : j[0]["traces"]) {
+    EXPECT_EQ(t["status"], "passed") << t.dump(2);
+    EXPECT_EQ(t["correctness"]["seeds"].size(), 3u) << t.dump(2);
+    EXPECT_EQ(t["correctness"]["outputs"][0]["output"], "y") << t.dump(2);
+  }
+  EXPECT_NE(r.out.find("starting the checker worker"), std::string::npos) << r.out;
+}
+
+TEST(EvalCustomCheck, WrongValuesGetCheckMessage) {
+  for (const char* name : {"drops_first", "ignores_check"}) {
+    test::TempDir tmp;
+    test::RunResult r;
+    auto j = eval_custom("1", test::fixtures() / "custom_check" / "001_toy_permute" / "wrong" / name, r, tmp);
+    EXPECT_EQ(r.code, 1) << r.out;
+    ASSERT_EQ(j.size(), 1u) << r.out;
+    for (const auto& t : j[0]["traces"]) {
+      EXPECT_EQ(t["status"], "incorrect_numerics") << t.dump(2);
+      EXPECT_NE(t["message"].get<std::string>().find("check() says: y is not a permutation of x"), std::string::npos)
+          << t.dump(2);
+    }
+  }
+}
+
+TEST(EvalCustomCheck, RaisingCheckIsAnErrorOfTheTask) {
+  test::TempDir tmp;
+  test::RunResult r;
+  auto j = eval_custom("2", test::fixtures() / "custom_check" / "001_toy_permute" / "expert", r, tmp);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(j.is_null() || j.empty()) << "no trace for a task whose check() fails:\n" << r.out;
+  EXPECT_NE(r.out.find("the task's check() failed on workload ragged, output y"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("this check() is broken on purpose"), std::string::npos) << r.out;
+}
+
+TEST(EvalCustomCheck, FixtureTasksValidate) {
+  auto r = test::run_d2k("validate --tasks '" + (test::fixtures() / "custom_check").string() + "' 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, EvalSolution, ::testing::ValuesIn(solution_cases()),
                          [](const auto& p) { return p.param; });
 
