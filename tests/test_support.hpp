@@ -21,6 +21,7 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
+    if (std::getenv("D2K_TEST_KEEP")) return;  // keep the files of a failing test for a look
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

@@ -231,7 +231,8 @@ std::string ingest_run(store::Store& st, std::int64_t run_id, const fs::path& ru
   auto row = st.run(run_id);
   if (!row) throw store::StoreError(fmt::format("run {} is not in {}", run_id, st.path().string()));
   RunState rs = run_state(run_dir);
-  const json& fin = rs.summary.final;
+  // A run killed before its final record has none: read its fields from an empty object, never from null.
+  const json fin = rs.summary.final.is_object() ? rs.summary.final : json::object();
   std::string status = rs.has_final ? store_status(rs.final_status) : "interrupted";
   std::vector<std::string> errors;
   if (!note.empty()) errors.push_back(note);

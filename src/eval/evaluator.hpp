@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,22 @@
 #include "task/solution.hpp"
 
 namespace d2k {
+
+// A confinement around the solution worker on top of privilege separation (the bubblewrap sandbox, which the
+// CLI supplies: agent/sandbox/worker_jail.hpp). `wrap` turns the worker's launch into the confining one.
+struct WorkerLaunch {
+  std::vector<std::string> argv;                  // the command
+  std::map<std::string, std::string> env;         // its whole environment
+  std::filesystem::path home;                     // its own folder: read-write, the working directory
+  std::vector<std::filesystem::path> writable;    // also read-write (the outputs)
+  std::vector<std::filesystem::path> readable;    // also read-only (inputs, the solution, the worker and harness)
+  int uid = -1;                                   // the user it runs as when d2k is root, or -1
+};
+struct WorkerJail {
+  std::string name;                                     // recorded in the trace ("bwrap")
+  std::function<WorkerLaunch(const WorkerLaunch&)> wrap;  // argv and env of the confining process
+  bool required = false;  // a worker that cannot start inside fails the evaluation (else it runs without)
+};
 
 struct EvalOptions {
   std::vector<std::string> workloads;   // names to run; empty: all (timed and correctness)
@@ -40,6 +57,10 @@ struct EvalOptions {
   std::chrono::seconds timing_timeout{300};
   std::chrono::seconds compile_baseline_timeout{120};  // torch.compile of the reference, then its timing
   std::function<void(const std::string&)> progress;  // one line per step; may be empty
+  // The solution worker's sandbox; without one it gets privilege separation, its own network namespace and
+  // rlimits only. `jail_note` says why there is none (recorded in the trace).
+  std::optional<WorkerJail> jail;
+  std::string jail_note;
 };
 
 struct Timing {

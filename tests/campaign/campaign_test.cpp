@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sqlite3.h>
@@ -356,8 +357,21 @@ TEST(Campaign, SigtermStopsCleanlyAndTheRunsAreResumed) {
   fs::path store = tmp.path() / "c" / "store.db";
   Proc p = spawn({"campaign", "run", f.string(), "--jobs", "3"}, tmp.path() / "1.log", tmp.path() / "cache");
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count_status(store, "running") < 3 && std::chrono::steady_clock::now() < until)
+  // Wait until the three children have written their start records (a child stopped before that has
+  // nothing to resume and is restarted instead, which another test covers).
+  auto started = [&] {
+    int n = 0;
+    for (const char* d : {"toy_scale/none", "toy_scale/all", "toy_triple/none"}) {
+      fs::path t = tmp.path() / "c/ci.runs/fake-a" / d / "r0/trajectory.jsonl";
+      std::ifstream in(t);
+      std::string line;
+      if (in && std::getline(in, line) && line.find("\"start\"") != std::string::npos) ++n;
+    }
+    return n;
+  };
+  while ((count_status(store, "running") < 3 || started() < 3) && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(started(), 3) << log_of(p);
   ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
   EXPECT_EQ(wait_exit(p, std::chrono::seconds(60)), 130) << log_of(p);
   EXPECT_NE(log_of(p).find("stopping: 3 run(s) asked to stop"), std::string::npos) << log_of(p);

@@ -3,4 +3,5 @@
 target_sources(d2k_tools PRIVATE
   agent/sandbox/sandbox_spec.cpp
   agent/sandbox/bwrap_runner.cpp
+  agent/sandbox/worker_jail.cpp
 )

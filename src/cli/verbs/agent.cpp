@@ -5,6 +5,7 @@
 //   d2k agent status DIR                        the run's final record (or "interrupted" when it has none)
 #include <fmt/format.h>
 
+#include "agent/sandbox/worker_jail.hpp"
 #include "cli/cli_util.hpp"
 #include "cli/verb_table.hpp"
 
@@ -139,6 +140,7 @@ agent::ToolResult evaluate_workspace(const Task& task, const fs::path& workspace
   }
   EvalOptions eo;
   eo.worker = worker_path();
+  agent::confine_solution_worker(eo, agent::WorkerSandboxMode::automatic);  // bwrap when it works here
   eo.include_dir = fs::path(build::source_dir) / "include";
   if (!official) {
     eo.seeds = 1;

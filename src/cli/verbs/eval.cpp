@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "agent/sandbox/worker_jail.hpp"
 #include "cli/cli_util.hpp"
 #include "cli/verb_table.hpp"
 #include "core/files.hpp"
@@ -91,6 +92,10 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_flag("--no-static-checks", no_static, "skip the static compliance checks (for testing the runtime defenses)");
   app.add_flag("--no-defenses", no_defenses, "measurement only: turn the integrity layer off (see docs/EVALUATOR.md)");
   app.add_flag("--no-compile-baseline", no_compile, "do not time torch.compile of the reference");
+  std::string worker_sandbox = "auto";
+  app.add_option("--worker-sandbox", worker_sandbox,
+                 "the solution worker's sandbox: auto (bubblewrap when it works here, default), bwrap (required), none")
+      ->check(CLI::IsMember({"auto", "bwrap", "none"}));
   app.add_option("--tasks", root, "tasks folder (default: $D2K_TASKS or the source tree's tasks/)");
   if (auto rc = parse_args(app, args)) return *rc;
 
@@ -152,6 +157,12 @@ int run_eval(const std::vector<std::string>& args) {
   opt.static_checks = !no_static;
   opt.defenses = !no_defenses;
   opt.compile_baseline = !no_compile;
+  try {
+    agent::confine_solution_worker(opt, *agent::parse_worker_sandbox_mode(worker_sandbox));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "d2k eval: {}\n", e.what());
+    return kUsage;
+  }
   opt.timing_mode = timing_mode;
   opt.max_time_per_workload_s = max_time;
   opt.call_timeout = std::chrono::seconds(call_timeout);

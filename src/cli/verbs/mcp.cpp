@@ -12,6 +12,7 @@
 #include "core/files.hpp"
 #include "eval/evaluator.hpp"
 #include "task/solution.hpp"
+#include "agent/sandbox/worker_jail.hpp"
 #include "cli/cli_util.hpp"
 #include "cli/verb_table.hpp"
 #include "d2k/build_info.hpp"
@@ -39,6 +40,7 @@ agent::ToolResult evaluate_workspace(const Task& task, const std::filesystem::pa
   }
   EvalOptions eo;
   eo.worker = worker_path();
+  agent::confine_solution_worker(eo, agent::WorkerSandboxMode::automatic);  // bwrap when it works here
   eo.include_dir = std::filesystem::path(build::source_dir) / "include";
   if (!official) {
     eo.seeds = 1;
