@@ -3,18 +3,28 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests redteam overhead calibrate agreement experts naive wrong targets
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail overhead calibrate agreement experts naive wrong targets
 #                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
 #                                                      --no-compile-baseline); SUITE_TASK_TIMEOUT seconds per task
 #   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (default gpu_|cuda_ok|triton_ok)
+#   SUITE_TASKS="001 002"                              which tasks the suite steps evaluate (default: all of tasks/suite.toml)
+#   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
 #
-# Every step is bounded by a timeout, so one call of the device tool (600 s) returns whatever was measured.
+# Every step is bounded by a timeout and by GPU_DEADLINE, so one call of the device tool (600 s) returns whatever
+# was measured. Everything is written under a work folder and packed at the end into $OUT/results.tgz, beside
+# $OUT/summary.txt (the device tool brings back at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-$PWD/out}"
-mkdir -p "$OUT"
+FINAL_OUT="${OUT:-$PWD/out}"
+OUT=/tmp/d2k-gpu-results
+rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL_OUT"
+DEADLINE=${GPU_DEADLINE:-540}
+left() { echo $((DEADLINE - SECONDS)); }
+bounded() { local t=$1 l; l=$(left); ((l < t)) && t=$l; ((t < 1)) && t=1; echo "$t"; }
+pack() { tar czf "$FINAL_OUT/results.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$FINAL_OUT/" 2>/dev/null; }
+trap pack EXIT
 export D2K_CACHE="$PWD/.cache/d2k"
 PY="$(command -v python3)"
 STEPS=("$@")
@@ -30,7 +40,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFI
   -DPython3_EXECUTABLE="$PY" -DD2K_WITH_STORE_AND_HTTP=OFF -DCMAKE_BUILD_RPATH="$PWD/.deps/usr/lib/x86_64-linux-gnu" \
   >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 TARGETS=(--target d2k d2k-worker)
-{ want tests || want redteam; } && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests)
+{ want tests || want redteam; } && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests d2k_sandbox_tests)
 cmake --build build-gpu -j 16 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 ctest_rc=0
@@ -40,9 +50,9 @@ run_tests() {
   # The CPU-side tests run in CI; here the end-to-end evaluations run one at a time (tests that time on the GPU
   # never share it), then the timer tests.
   : >"$OUT/ctest.log"
-  (cd build-gpu && timeout 330 ctest -j 1 -R "^(Fixtures|Eval)" --output-on-failure --timeout 100 \
-    >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
-  (cd build-gpu && timeout 60 ctest -L gpu --output-on-failure --timeout 50 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+  (cd build-gpu && timeout "$(bounded "${TESTS_TIMEOUT:-330}")" ctest -j 1 -R "${TESTS_REGEX:-^(Fixtures|Eval)}" \
+    --output-on-failure --timeout 100 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+  (cd build-gpu && timeout "$(bounded 60)" ctest -L gpu --output-on-failure --timeout 50 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Not Run|Timeout" "$OUT/ctest.log" | head -40
 }
 
@@ -68,6 +78,21 @@ run_overhead() {
   grep -vE "$progress_lines" /tmp/overhead_warm.log | tail -6
 }
 
+run_jail() {
+  step "the solution worker's bwrap sandbox on this machine (jail_snoops must pass inside it)"
+  timeout "$(bounded 90)" build-gpu/src/d2k eval --tasks tests/fixtures/base 1 tests/fixtures/solutions/jail_snoops \
+    --workloads ragged,big --no-static-checks --no-compile-baseline --max-time 1 --worker-sandbox bwrap \
+    --json "$OUT/jail.json" >"$OUT/jail.log" 2>&1
+  local rc=$?
+  grep -vE "$progress_lines" "$OUT/jail.log" | tail -8
+  if ((rc != 0)); then
+    echo "jail: the bwrap sandbox failed here (exit $rc); the suite steps run with --worker-sandbox none" | tee -a "$OUT/summary.txt"
+    SUITE_ARGS="${SUITE_ARGS:-} --worker-sandbox none"
+  else
+    echo "jail: jail_snoops passed inside the bwrap sandbox on the GPU" | tee -a "$OUT/summary.txt"
+  fi
+}
+
 run_calibrate() {
   step calibrate
   timeout 60 build-gpu/src/d2k calibrate 2>&1 | tee -a "$OUT/summary.txt" | tail -8
@@ -75,23 +100,26 @@ run_calibrate() {
 
 run_agreement() {
   step "timing agreement, repeatability, cost of the defenses"
-  timeout 200 python3 bench/timing_agreement.py build-gpu ${AGREEMENT_SECTIONS:-} 2>&1 | tee "$OUT/timing_agreement.txt"
+  timeout "$(bounded 200)" python3 bench/timing_agreement.py build-gpu ${AGREEMENT_SECTIONS:-} 2>&1 | tee "$OUT/timing_agreement.txt"
 }
 
 run_suite() {  # $1: experts, naive or wrong
   local kind=$1 sel=${1%s}
   # One evaluation per task, each bounded, so one task that hangs costs only its own share.
   for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
+    [[ -n "${SUITE_TASKS:-}" && " $SUITE_TASKS " != *" ${task%%_*} "* ]] && continue
+    if (($(left) < 15)); then echo "deadline: $kind of $task not run" | tee -a "$OUT/summary.txt"; continue; fi
     step "suite: $kind solutions of $task"
-    timeout "${SUITE_TASK_TIMEOUT:-300}" build-gpu/src/d2k eval "$task" --solutions "$sel" ${SUITE_ARGS:-} \
-      --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines"
+    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" --solutions "$sel" ${SUITE_ARGS:-} \
+      --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines" \
+      | tee -a "$OUT/summary.txt"
   done
 }
 
 # The steps run in the order given.
 for s in "${STEPS[@]}"; do
   case "$s" in
-    tests|redteam|overhead|calibrate|agreement) "run_$s" ;;
+    tests|redteam|overhead|calibrate|agreement|jail) "run_$s" ;;
     experts|naive|wrong) run_suite "$s" ;;
     targets) python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt" ;;
     *) echo "unknown step: $s" ;;

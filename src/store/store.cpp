@@ -369,6 +369,8 @@ void Store::migrate(int target) {
     if (m.version > target) break;
     if (m.version <= schema_version()) continue;
     Transaction t(*this);
+    // Another process may have applied it while we waited for the write lock (two opening a new store).
+    if (m.version <= schema_version()) continue;
     exec(m.sql);
     Stmt(db_, fmt::format("INSERT INTO schema_migrations(version, applied_at) VALUES(?, {})", kNow))
         .bind(1, m.version)

@@ -200,6 +200,20 @@ json scores_without_wall(const fs::path& store) {
   return j;
 }
 
+// The agent runs' own logs (for a failure message: a resumed run that ended early says why there).
+std::string run_logs(const fs::path& runs) {
+  std::string out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(runs, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".log") continue;
+    std::ifstream in(it->path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > 1500) text = "..." + text.substr(text.size() - 1500);
+    out += "\n--- " + it->path().string() + "\n" + text;
+  }
+  return out;
+}
+
 bool any_run_lock_held(const fs::path& runs) {
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(runs, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -246,7 +260,7 @@ TEST(Campaign, SigkillMidwayThenResumeScoresAsAnUninterruptedRun) {
   EXPECT_FALSE(any_run_lock_held(tmp.path() / "killed" / "ci.runs"));
 
   Proc c = spawn({"campaign", "run", killed.string(), "--jobs", "2"}, tmp.path() / "killed2.log", cache);
-  ASSERT_EQ(wait_exit(c, std::chrono::seconds(900)), 0) << log_of(c);
+  ASSERT_EQ(wait_exit(c, std::chrono::seconds(900)), 0) << log_of(c) << run_logs(tmp.path() / "killed" / "ci.runs");
   std::string log2 = log_of(c);
   EXPECT_NE(log2.find(fmt::format("{} already done", finished_at_kill)), std::string::npos) << log2;
   EXPECT_EQ(count_status(killed_store, "finished"), 12) << log2;

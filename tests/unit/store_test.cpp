@@ -107,6 +107,36 @@ TEST_F(StoreTest, CreatesCurrentSchemaInWalMode) {
   EXPECT_EQ(st.integrity_check(), "ok");
 }
 
+TEST_F(StoreTest, ProcessesCreatingOneNewStoreAtOnceAllSucceed) {
+  // A campaign and its first agent runs (or two shards on one disk) may create the same store together: each
+  // must see either no schema or the whole of it, and none may fail applying a migration the other applied.
+  for (int round = 0; round < 8; ++round) {
+    auto path = dir_ / fmt::format("race{}.db", round);
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 4; ++k) {
+      pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        try {
+          auto st = Store::open(path);
+          ::_exit(st.schema_version() == kSchemaVersion ? 0 : 2);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "open failed: %s\n", e.what());
+          ::_exit(1);
+        }
+      }
+      kids.push_back(pid);
+    }
+    for (pid_t pid : kids) {
+      int ws = 0;
+      ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+      EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << "round " << round << ": a process failed to open";
+    }
+    auto st = Store::open(path);
+    EXPECT_EQ(count(st, "schema_migrations"), kSchemaVersion);
+  }
+}
+
 TEST_F(StoreTest, MigratesV1ToCurrentKeepingRows) {
   {
     auto st = Store::open(db(), {.create = true, .target_version = 1});
