@@ -1,6 +1,7 @@
 #include "report/report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -148,6 +149,48 @@ Table table2(const Scores& s) {
     for (const auto& x : s.summary)
       if (x.condition == c) row.push_back(opt_score(x.js_impl_mean));
   t.rows.push_back(row);
+  return t;
+}
+
+// JS_design: the judges' scores of each model's own design proposal (no guidance, no tools), per level.
+Table table_design(const Scores& s) {
+  Table t{"design", "JS_design: design proposals without guidance",
+          "Judge scores (0–100) of the L1/L2/L3 design each model proposed for each task with no guidance and no "
+          "tools, against the expert guidance of that level; the mean over tasks. JS_design is the mean of the "
+          "three levels. Invalid judgments count 0.",
+          {"Model", "L1", "L2", "L3", "JS_design", "Tasks"}, {},
+          "No design proposals judged yet: run d2k judge STORE --kind design (or both) over this campaign to fill this table."};
+  std::array<std::vector<double>, 4> all;
+  for (const auto& m : s.models) {
+    const score::GroupScore* g = nullptr;  // design judgments sit on the unguided run; any group that has them
+    for (const auto& x : s.groups)
+      if (x.model == m && (x.js_design_level[0] || x.js_design_level[1] || x.js_design_level[2]) &&
+          (!g || x.condition == "none"))
+        g = &x;
+    if (!g) continue;
+    int tasks = 0;
+    for (const auto& ts : g->tasks)
+      if (ts.js_design_level[0] || ts.js_design_level[1] || ts.js_design_level[2]) ++tasks;
+    t.rows.push_back({m, opt_score(g->js_design_level[0]), opt_score(g->js_design_level[1]),
+                      opt_score(g->js_design_level[2]), opt_score(g->js_design), std::to_string(tasks)});
+    for (size_t l = 0; l < 3; ++l)
+      if (g->js_design_level[l]) all[l].push_back(*g->js_design_level[l]);
+    if (g->js_design) all[3].push_back(*g->js_design);
+  }
+  if (t.rows.size() > 1) {
+    std::vector<std::string> row{"Mean"};
+    for (const auto& v : all) {
+      if (v.empty()) {
+        row.push_back(kDash);
+        continue;
+      }
+      double sum = 0;
+      for (double x : v) sum += x;
+      row.push_back(fmt::format("{:.1f}", sum / static_cast<double>(v.size())));
+    }
+    row.push_back("");
+    t.rows.push_back(row);
+  }
   return t;
 }
 
@@ -470,7 +513,8 @@ svg.chart{display:block;margin:8px 0;font-size:11px}svg .ax{font-size:11px;fill:
 std::string markdown_table(const Table& t) { return md_table(t); }
 
 std::vector<Table> build_tables(const Scores& s) {
-  return {table1(s), all_scores(s), table2(s), table4(s), table6(s), ablation(s), heatmap(s), correlation(s)};
+  return {table1(s),   all_scores(s), table2(s),  table_design(s), table4(s),
+          table6(s),   ablation(s),   heatmap(s), correlation(s)};
 }
 
 std::string render_markdown(const ReportInput& in) {

@@ -79,6 +79,26 @@ TEST(ReportTables, ScoresTable4Table6AblationHeatmap) {
   EXPECT_EQ(row(hm, "t2"), (std::vector<std::string>{"t2", "1.41", "4.00", "0.71", "2.83"}));
 }
 
+TEST(ReportTables, DesignTableFromDesignJudgments) {
+  auto data = d2k::testing::tiny_campaign();
+  // Design judgments on A's unguided runs: t1 L1 80, L2 40, L3 0; t2 L1 60, L2 20, L3 invalid (0).
+  // A: L1 70, L2 30, L3 0, JS_design 33.3 over 2 tasks. B has none: no row.
+  for (auto& r : data.runs) {
+    if (r.model != "A" || r.condition != "none") continue;
+    bool t1 = r.task == "t1";
+    r.judgments.push_back({"design", "L1", t1 ? 80.0 : 60.0, true});
+    r.judgments.push_back({"design", "L2", t1 ? 40.0 : 20.0, true});
+    r.judgments.push_back({"design", "L3", 0.0, t1});
+  }
+  auto s = d2k::score::compute_scores(data, {});
+  auto tables = build_tables(s);
+  const auto& t = find(tables, "design");
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(row(t, "A"), (std::vector<std::string>{"A", "70.0", "30.0", "0.0", "33.3", "2"}));
+  auto md = render_markdown({"tiny", "t.sqlite", &s});
+  EXPECT_NE(md.find("JS_design: design proposals without guidance"), std::string::npos);
+}
+
 TEST(ReportTables, Table2AndCorrelationFromJudgments) {
   auto s = d2k::score::compute_scores(d2k::testing::tiny_campaign(), {});
   auto ts = build_tables(s);
@@ -90,6 +110,8 @@ TEST(ReportTables, Table2AndCorrelationFromJudgments) {
                                                      "83.3"}));
   const auto& c = find(ts, "correlation");
   EXPECT_EQ(row(c, "JS_impl"), (std::vector<std::string>{"JS_impl", "7", "0.800"}));
+
+  EXPECT_TRUE(find(ts, "design").rows.empty());  // the tiny campaign has JS_impl judgments only
 
   auto none = d2k::score::compute_scores(d2k::testing::tiny_campaign(false), {});
   auto tn = build_tables(none);
