@@ -2,6 +2,7 @@
 // next user message, is_error, the version header, cache usage and cost.
 #include <gtest/gtest.h>
 
+#include "agent/providers/model_registry.hpp"
 #include "agent/providers/provider.hpp"
 #include "unit/provider_fake_server.hpp"
 
@@ -70,18 +71,26 @@ TEST(ProviderAnthropic, ToolUseRoundTripExactWire) {
   EXPECT_EQ(reqs[0].headers["anthropic-version"], "2023-06-01");
   EXPECT_EQ(reqs[0].headers["content-type"], "application/json");
   EXPECT_EQ(reqs[0].headers.count("authorization"), 0u);
-  json tools =
-      json::array({{{"name", "bash"}, {"description", "Runs a command."}, {"input_schema", bash_tool().input_schema}}});
+  // Prompt caching (on by default): breakpoints on the last tool, the system prompt and the last block of the
+  // last user message; the latter moves forward with the conversation.
+  const json eph = {{"type", "ephemeral"}};
+  json tools = json::array({{{"name", "bash"},
+                             {"description", "Runs a command."},
+                             {"input_schema", bash_tool().input_schema},
+                             {"cache_control", eph}}});
   json first{
       {"model", "claude-test"},
       {"max_tokens", 1024},
-      {"system", "You write kernels."},
+      {"system", json::array({{{"type", "text"}, {"text", "You write kernels."}, {"cache_control", eph}}})},
       {"temperature", 0.0},
-      {"messages",
-       json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "Task: scale."}}})}}})},
+      {"messages", json::array({{{"role", "user"},
+                                 {"content", json::array({{{"type", "text"},
+                                                           {"text", "Task: scale."},
+                                                           {"cache_control", eph}}})}}})},
       {"tools", tools}};
   EXPECT_EQ(reqs[0].json(), first) << reqs[0].body;
   json second = first;
+  second["messages"][0]["content"][0].erase("cache_control");
   second["messages"].push_back({{"role", "assistant"}, {"content", content1}});
   second["messages"].push_back(
       {{"role", "user"},
@@ -89,8 +98,30 @@ TEST(ProviderAnthropic, ToolUseRoundTripExactWire) {
         json::array(
             {{{"type", "tool_result"}, {"tool_use_id", "toolu_01"}, {"content", "a.cu"}},
              {{"type", "tool_result"}, {"tool_use_id", "toolu_02"}, {"content", "nvcc: error"}, {"is_error", true}},
-             {{"type", "text"}, {"text", "Note: the GPU is an H200."}}})}});
+             {{"type", "text"}, {"text", "Note: the GPU is an H200."}, {"cache_control", eph}}})}});
   EXPECT_EQ(reqs[1].json(), second) << reqs[1].body;
+}
+
+TEST(ProviderAnthropic, PromptCacheOffSendsThePlainForm) {
+  ModelConfig model = test::test_model(ProviderKind::anthropic, "http://127.0.0.1:9");
+  model.prompt_cache = false;
+  AnthropicProvider p(model, FakeWorld().deps());
+  json body = p.build_request({Message::system("s"), Message::user("a")}, {bash_tool()});
+  EXPECT_EQ(body["system"], "s");
+  EXPECT_EQ(body.dump().find("cache_control"), std::string::npos) << body.dump();
+  // And the registry reads the switch, refusing anything but a boolean.
+  d2k::Diagnostics d;
+  auto reg = parse_model_registry(
+      "[[models]]\nname = \"c\"\nprovider = \"anthropic\"\nbase_url = \"http://x\"\nmodel = \"m\"\n"
+      "max_output_tokens = 10\ncontext_window = 100\nprompt_cache = false\nprices = { input = 1, output = 2 }\n",
+      "m.toml", d);
+  ASSERT_TRUE(reg) << (d.items().empty() ? std::string() : d.items()[0].message);
+  EXPECT_FALSE(reg->models[0].prompt_cache);
+  d2k::Diagnostics d2;
+  EXPECT_FALSE(parse_model_registry(
+      "[[models]]\nname = \"c\"\nprovider = \"anthropic\"\nbase_url = \"http://x\"\nmodel = \"m\"\n"
+      "max_output_tokens = 10\ncontext_window = 100\nprompt_cache = \"yes\"\nprices = { input = 1, output = 2 }\n",
+      "m.toml", d2));
 }
 
 TEST(ProviderAnthropic, ToolResultsAlwaysOpenTheNextUserMessage) {

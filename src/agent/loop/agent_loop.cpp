@@ -377,7 +377,8 @@ json model_config_to_json(const ModelConfig& m) {
             {"output", m.prices.output}}},
           {"extra", m.extra},
           {"request_timeout_s", m.request_timeout_s},
-          {"max_tokens_field", m.max_tokens_field}};
+          {"max_tokens_field", m.max_tokens_field},
+          {"prompt_cache", m.prompt_cache}};
 }
 
 ModelConfig model_config_from_json(const json& j) {
@@ -401,6 +402,7 @@ ModelConfig model_config_from_json(const json& j) {
     m.extra = j.value("extra", json::object());
     m.request_timeout_s = j.value("request_timeout_s", 600.0);
     m.max_tokens_field = j.value("max_tokens_field", "max_tokens");
+    m.prompt_cache = j.value("prompt_cache", true);
     return m;
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("malformed model record: ") + e.what());

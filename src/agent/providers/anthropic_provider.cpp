@@ -77,14 +77,30 @@ json AnthropicProvider::build_request(const std::vector<Message>& messages, cons
     throw ProviderError(
         ErrorKind::invalid_conversation,
         fmt::format("model '{}': the first message after the system prompt must be a user message", model_.name));
+  const json ephemeral = {{"type", "ephemeral"}};
+  if (model_.prompt_cache) {
+    // Breakpoints (at most 4 are allowed; we use 3): the tools, the system prompt, and the last block of the
+    // last user message, so each turn reads the whole earlier conversation from the cache and writes the rest.
+    for (auto it = out.rbegin(); it != out.rend(); ++it)
+      if ((*it)["role"] == "user" && !(*it)["content"].empty()) {
+        (*it)["content"].back()["cache_control"] = ephemeral;
+        break;
+      }
+  }
   json body{{"model", model_.model}, {"max_tokens", model_.max_output_tokens}, {"messages", std::move(out)}};
-  if (!system.empty()) body["system"] = system;
+  if (!system.empty()) {
+    if (model_.prompt_cache)
+      body["system"] = json::array({{{"type", "text"}, {"text", system}, {"cache_control", ephemeral}}});
+    else
+      body["system"] = system;
+  }
   if (model_.temperature) body["temperature"] = *model_.temperature;
   if (model_.top_p) body["top_p"] = *model_.top_p;
   if (!tools.empty()) {
     json ts = json::array();
     for (const ToolSpec& t : tools)
       ts.push_back({{"name", t.name}, {"description", t.description}, {"input_schema", t.input_schema}});
+    if (model_.prompt_cache) ts.back()["cache_control"] = ephemeral;
     body["tools"] = std::move(ts);
   }
   body.merge_patch(model_.extra);

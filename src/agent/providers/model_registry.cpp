@@ -56,7 +56,7 @@ void read_model(const toml::table& t, const std::string& path, const std::string
                 ModelConfig& m) {
   TomlReader r(t, path, file, d);
   r.only_keys({"name", "provider", "base_url", "api_key_env", "model", "temperature", "top_p", "max_output_tokens",
-               "context_window", "prices", "extra", "request_timeout_s", "max_tokens_field"});
+               "context_window", "prices", "extra", "request_timeout_s", "max_tokens_field", "prompt_cache"});
   m.file = file;
   m.line = line_of(t);
   if (auto s = r.str("name", true)) {
@@ -120,6 +120,12 @@ void read_model(const toml::table& t, const std::string& path, const std::string
       r.error("request_timeout_s", r.get("request_timeout_s"), "must be positive");
     else
       m.request_timeout_s = *v;
+  }
+  if (const auto* n = r.get("prompt_cache")) {
+    if (!n->is_boolean())
+      r.error("prompt_cache", n, "must be true or false");
+    else
+      m.prompt_cache = n->as_boolean()->get();
   }
   if (auto s = r.str("max_tokens_field", false)) {
     if (*s != "max_tokens" && *s != "max_completion_tokens")

@@ -37,6 +37,10 @@ struct ModelConfig {
   nlohmann::json extra = nlohmann::json::object();  // merged into the request body last
   double request_timeout_s = 600;
   std::string max_tokens_field = "max_tokens";  // openai only: or "max_completion_tokens"
+  // anthropic only: mark the tools and system prompt, and the conversation up to the last user turn, as cache
+  // breakpoints (cache_control), so a long run re-reads its prefix from the prompt cache instead of paying it
+  // in full every turn. OpenAI-compatible servers cache prefixes on their own.
+  bool prompt_cache = true;
   std::string file;                             // where it was defined
   int line = 0;
 
