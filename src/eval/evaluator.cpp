@@ -285,7 +285,8 @@ json EvalResult::to_json() const {
   json t = json::array();
   for (const auto& tr : traces) t.push_back(tr.to_json());
   return {{"environment", environment}, {"solution_environment", solution_environment}, {"gpu", gpu},
-          {"compile_log", compile_log}, {"violations", violations}, {"timeline", timeline}, {"traces", t}};
+          {"compile_log", compile_log}, {"violations", violations}, {"timeline", timeline}, {"seconds", seconds},
+          {"traces", t}};
 }
 
 double geomean_speedup(const EvalResult& e) {
@@ -411,6 +412,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     } else {
       so_path = b.library;
       say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
+      ev.seconds["solution_build"] = b.cached ? 0.0 : b.seconds;
       if (opt.static_checks && opt.defenses) reject(check_cuda_library(so_path, task.requirements));
     }
   }
@@ -517,6 +519,8 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
                      {"input_files", ref_files[w->name][0]["inputs"]}, {"timing", timing_cfg}});
       auto r = cw.proc->receive(opt.compile_baseline_timeout);
       if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) {
+        if (r.body.contains("compile_s") && r.body["compile_s"].is_number())
+          ev.seconds["torch_compile"] = ev.seconds.value("torch_compile", 0.0) + r.body["compile_s"].get<double>();
         if (r.body.contains("skipped"))
           compile_skipped[w->name] = r.body["skipped"];
         else
@@ -860,6 +864,11 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       w->proc->send({{"op", "exit"}});
       w->proc->wait();
     }
+  ev.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  double compiling = ev.seconds.value("solution_build", 0.0) + ev.seconds.value("torch_compile", 0.0);
+  ev.seconds["beyond_compilation"] = ev.seconds["total"].get<double>() - compiling;
+  say(fmt::format("done: {:.1f} s, {:.1f} s of it compiling (the solution's build and torch.compile)",
+                  ev.seconds["total"].get<double>(), compiling));
   return ev;
 }
 

@@ -99,6 +99,9 @@ struct EvalResult {
   std::string compile_log;
   nlohmann::json violations = nlohmann::json::array();  // static check findings {rule, file, line, message}
   nlohmann::json timeline = nlohmann::json::array();    // {at_s, step}: where an evaluation's time went
+  // total, solution_build (nvcc; 0 on a cache hit), torch_compile (compiling the baseline, its first call),
+  // beyond_compilation (total minus both): the figure of the evaluator's overhead target
+  nlohmann::json seconds = nlohmann::json::object();
   bool gpu = false;
   nlohmann::json to_json() const;
 };

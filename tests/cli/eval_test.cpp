@@ -46,6 +46,13 @@ TEST_P(EvalSolution, GetsItsExpectedStatus) {
   bool gpu = j[0]["gpu"];
   const auto& traces = j[0]["traces"];
   ASSERT_FALSE(traces.empty()) << r.out;
+  // Where the time went: the total and the share beyond compiling (the overhead target's figure).
+  if (j[0].contains("seconds") && j[0]["seconds"].contains("total")) {
+    EXPECT_GT(j[0]["seconds"]["total"].get<double>(), 0) << j[0]["seconds"].dump();
+    EXPECT_LE(j[0]["seconds"]["beyond_compilation"].get<double>(), j[0]["seconds"]["total"].get<double>());
+  } else {
+    EXPECT_EQ(*sol->expect, Status::compile_error) << "no seconds in the result: " << j[0].dump().substr(0, 300);
+  }
   std::string want(status_name(*sol->expect));
   if (GetParam().rfind("jail_", 0) == 0 && j[0]["solution_environment"].value("sandbox", "") != "bwrap")
     GTEST_SKIP() << "the solution worker ran without the bwrap sandbox ("
