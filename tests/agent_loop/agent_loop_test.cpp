@@ -488,6 +488,55 @@ TEST_P(AgentLoopBoth, ResumeRebuildsTheConversationAndAnswersThePendingCall) {
   EXPECT_TRUE(summarize_run(e.traj_path).has_final);
 }
 
+TEST_P(AgentLoopBoth, KilledBeforeItsFirstModelCallTheRunRestarts) {
+  // A SIGKILL right after the start record (the system message written, the task prompt not yet): nothing to
+  // resume, so the conversation starts again; a later resume replays only what follows the restart.
+  Episode e(GetParam());
+  {
+    std::string text = json({{"type", "start"}, {"mode", "loop"}}).dump() + "\n" +
+                       json({{"type", "message"}, {"message", message_to_json(e.initial()[0])}}).dump() + "\n";
+    write_file_atomic(e.traj_path, text);
+  }
+  FakeModelServer server({test::reply(e.kind, "", {{"c1", "list_files", json::object(), ""}}),
+                          test::reply(e.kind, "done", {})});
+  auto provider = make_provider(test::test_model(e.kind, server.base_url()), e.deps());
+  ToolBox tools(Workspace(e.ws), {});
+  LoopResult r;
+  {
+    TrajectoryWriter traj(e.traj_path);
+    AgentLoop loop(*provider, tools, traj, e.options);
+    r = loop.resume_or_restart(read_trajectory(e.traj_path).records, e.initial());
+    finalize_run(traj, tools, r, {true, FinalPolicy::last, e.ws, e.subs});
+  }
+  EXPECT_EQ(r.status, RunStatus::finished) << r.detail;
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  expect_paired(e.kind, reqs[0].json());
+  // The first request holds the system prompt once and the task: nothing from before the restart is doubled.
+  std::string body = reqs[0].body;
+  EXPECT_NE(body.find("Task: write solution.py"), std::string::npos) << body;
+  auto sys = e.initial()[0].text.substr(0, 20);
+  EXPECT_EQ(body.find(sys), body.rfind(sys)) << body;
+  auto recs = e.records();
+  EXPECT_EQ(of_type(recs, "restart").size(), 1u);
+  expect_complete_trajectory(recs, 2, "finished");
+  // A resume now replays from the restart on: the conversation is the one the second life had.
+  auto read = read_trajectory(e.traj_path);
+  std::vector<json> before_final;  // up to c1's result: the model is asked again on resume
+  for (const auto& rec : read.records) {
+    before_final.push_back(rec);
+    if (rec.value("type", "") == "tool") break;
+  }
+  FakeModelServer server2({test::reply(e.kind, "again", {})});
+  auto provider2 = make_provider(test::test_model(e.kind, server2.base_url()), e.deps());
+  TrajectoryWriter traj(e.traj_path);
+  AgentLoop loop(*provider2, tools, traj, e.options);
+  loop.resume_or_restart(before_final, e.initial());
+  ASSERT_EQ(server2.requests().size(), 1u);
+  std::string body2 = server2.requests()[0].body;
+  EXPECT_EQ(body2.find(sys), body2.rfind(sys)) << body2;
+}
+
 TEST_P(AgentLoopBoth, InterruptionAnswersTheCallsAndEndsInterrupted) {
   Episode e(GetParam());
   FakeModelServer server({test::reply(e.kind, "", {{"c1", "list_files", json::object(), ""},

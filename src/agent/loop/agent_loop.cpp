@@ -142,13 +142,29 @@ LoopResult AgentLoop::run(const std::vector<Message>& initial) {
   return loop();
 }
 
+LoopResult AgentLoop::resume_or_restart(const std::vector<json>& records, const std::vector<Message>& initial) {
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].value("type", "") == "restart") from = i + 1;
+  bool any_model = false;
+  for (std::size_t i = from; i < records.size(); ++i) any_model = any_model || records[i].value("type", "") == "model";
+  if (any_model) return resume(records);
+  record({{"type", "restart"}, {"at", utc_now()},
+          {"reason", "the run was killed before its first model call; its conversation starts again"}});
+  return run(initial);
+}
+
 LoopResult AgentLoop::resume(const std::vector<json>& records) {
   segment_start_ = Clock::now();
   messages_.clear();
   totals_ = totals_from_records(records);
   prior_wall_s_ = totals_.wall_s;
   bool last_was_final_reply = false;
-  for (const auto& r : records) {
+  std::size_t from = 0;  // a restart drops what came before it
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].value("type", "") == "restart") from = i + 1;
+  for (std::size_t ri = from; ri < records.size(); ++ri) {
+    const auto& r = records[ri];
     const std::string type = r.value("type", "");
     if (type == "message" || type == "model" || type == "tool") {
       if (type == "tool") {

@@ -95,6 +95,11 @@ class AgentLoop {
   // Throws std::runtime_error when the records do not make a conversation.
   LoopResult resume(const std::vector<nlohmann::json>& records);
 
+  // The same, except that a run killed before its first model call (no model record since the start or the last
+  // restart: its initial messages may be missing or incomplete) is restarted: a "restart" record, then `initial`
+  // as in run(). Records before the last restart are not replayed.
+  LoopResult resume_or_restart(const std::vector<nlohmann::json>& records, const std::vector<Message>& initial);
+
   const std::vector<Message>& conversation() const { return messages_; }
 
  private:

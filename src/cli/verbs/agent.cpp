@@ -271,12 +271,12 @@ int drive_loop(RunSetup& s, const agent::ModelConfig& model, std::shared_ptr<age
   lo.progress = [](const std::string& line) { fmt::print(stderr, "d2k agent: {}\n", line); };
   agent::AgentLoop loop(*provider, tools, traj, lo);
   agent::LoopResult result;
-  if (resume_records) {
-    result = loop.resume(*resume_records);
-  } else {
-    result = loop.run({agent::Message::system(kSystemPrompt),
-                       agent::Message::user(render_prompt(*s.task, s.levels))});
-  }
+  const std::vector<agent::Message> initial{agent::Message::system(kSystemPrompt),
+                                            agent::Message::user(render_prompt(*s.task, s.levels))};
+  if (resume_records)
+    result = loop.resume_or_restart(*resume_records, initial);
+  else
+    result = loop.run(initial);
   agent::FinalizeOptions fo{s.auto_submit, s.policy, s.workspace, s.submissions};
   json fin = agent::finalize_run(traj, tools, result, fo);
   print_final(fin);
