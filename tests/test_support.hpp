@@ -38,9 +38,9 @@ struct RunResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs the d2k binary with a shell-quoted argument string.
-inline RunResult run_d2k(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + "'" + std::string(D2K_BINARY) + "' " + args + " 2>&1";
+// Runs a shell command line; stdout and stderr together.
+inline RunResult run_shell(const std::string& command) {
+  std::string cmd = command + " 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -50,6 +50,11 @@ inline RunResult run_d2k(const std::string& args, const std::string& env = "") {
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs the d2k binary with a shell-quoted argument string.
+inline RunResult run_d2k(const std::string& args, const std::string& env = "") {
+  return run_shell(env + (env.empty() ? "" : " ") + "'" + std::string(D2K_BINARY) + "' " + args);
 }
 
 }  // namespace d2k::test

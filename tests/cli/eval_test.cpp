@@ -91,6 +91,65 @@ TEST_P(EvalSolution, GetsItsExpectedStatus) {
   }
 }
 
+// The solution worker's sandbox when bwrap cannot host it: under --worker-sandbox auto the evaluation goes on
+// without it and the trace says why; --worker-sandbox bwrap refuses. A fake `bwrap` first on PATH plays the part.
+nlohmann::json eval_with_fake_bwrap(const test::TempDir& tmp, const std::string& script, const std::string& mode,
+                                    test::RunResult& r) {
+  fs::create_directories(tmp.path() / "bin");
+  auto fake = tmp.path() / "bin" / "bwrap";
+  write_file_atomic(fake, "#!/bin/bash\n" + script);
+  fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  auto json_path = tmp.path() / "traces.json";
+  fs::remove(json_path);
+  r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" +
+                        (test::fixtures() / "solutions" / "triton_ok").string() + "' --workloads ragged --json '" +
+                        json_path.string() + "' --worker-sandbox " + mode,
+                    "PATH='" + (tmp.path() / "bin").string() + "':\"$PATH\"");
+  auto text = read_file(json_path);
+  return text ? nlohmann::json::parse(*text) : nlohmann::json();
+}
+
+TEST(EvalWorkerSandbox, BwrapThatCannotBuildASandboxIsRecordedOrRefused) {
+  test::TempDir tmp;
+  test::RunResult r;
+  auto j = eval_with_fake_bwrap(tmp, "echo 'bwrap: No permissions to create new namespace' >&2; exit 1\n", "auto", r);
+  EXPECT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  auto sandbox = j[0]["solution_environment"].value("sandbox", "");
+  EXPECT_EQ(sandbox.rfind("none: ", 0), 0u) << sandbox;
+  EXPECT_NE(sandbox.find("No permissions to create new namespace"), std::string::npos) << sandbox;
+  for (const auto& t : j[0]["traces"]) EXPECT_EQ(t["status"], "passed") << t.dump(2);
+
+  j = eval_with_fake_bwrap(tmp, "echo 'bwrap: No permissions to create new namespace' >&2; exit 1\n", "bwrap", r);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the solution worker's sandbox is not usable"), std::string::npos) << r.out;
+  EXPECT_TRUE(j.is_null()) << "no evaluation without the required sandbox";
+}
+
+TEST(EvalWorkerSandbox, WorkerThatCannotStartInsideRunsWithoutAndSaysSo) {
+  auto real = test::run_shell("command -v bwrap");
+  if (real.code != 0 || real.out.empty()) GTEST_SKIP() << "no bwrap on PATH: the probe itself cannot pass";
+  std::string bwrap = real.out.substr(0, real.out.find('\n'));
+  test::TempDir tmp;
+  test::RunResult r;
+  // The probe (`exit 0` in a sandbox) passes through the real bwrap; the worker's launch fails.
+  std::string script = "for a in \"$@\"; do case \"$a\" in *d2k-worker) echo 'fake: no CUDA here' >&2; exit 1;; "
+                       "esac; done\nexec '" + bwrap + "' \"$@\"\n";
+  auto j = eval_with_fake_bwrap(tmp, script, "auto", r);
+  EXPECT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  auto sandbox = j[0]["solution_environment"].value("sandbox", "");
+  EXPECT_EQ(sandbox.rfind("none: the bwrap sandbox failed", 0), 0u) << sandbox;
+  EXPECT_NE(r.out.find("did not start in the bwrap sandbox; running it without"), std::string::npos) << r.out;
+  for (const auto& t : j[0]["traces"]) EXPECT_EQ(t["status"], "passed") << t.dump(2);
+
+  j = eval_with_fake_bwrap(tmp, script, "bwrap", r);  // required: the worker's failure is the evaluation's
+  EXPECT_EQ(r.code, 1) << r.out;
+  ASSERT_EQ(j.size(), 1u) << r.out;
+  for (const auto& t : j[0]["traces"]) EXPECT_EQ(t["status"], "runtime_error") << t.dump(2);
+}
+
 // Static checks run before anything else: a cheat they catch never runs, and the trace names rule and line.
 TEST(EvalStatic, ViolationsStopTheSolutionBeforeItRuns) {
   test::TempDir tmp;
