@@ -612,21 +612,33 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   auto ensure_solution_worker = [&]() -> bool {
     if (sol.proc) return true;
     std::string w_why;
-    sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+    // A worker that came up without the GPU the reference worker saw (a sandbox hiding the device nodes) is
+    // no worker for this evaluation: it would run the solution on the CPU.
+    auto start = [&] {
+      sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+      if (sol.proc && ev.gpu && sol.environment.value("device", "") != "cuda") {
+        w_why = fmt::format("the solution worker sees no GPU (device {}) where the reference worker saw one",
+                            sol.environment.value("device", "?"));
+        sol.proc->kill();
+        sol.proc->wait();
+        sol.proc.reset();
+      }
+    };
+    start();
     if (!sol.proc && sol_opt.jail && !sol_opt.jail->required) {
       // A sandbox that cannot host the worker here (CUDA not reachable inside, say): go on without it, and say so.
       say(fmt::format("the solution worker did not start in the {} sandbox; running it without: {}", sol_opt.jail->name,
                       w_why.substr(0, 600)));
       sol_opt.jail_note = fmt::format("the {} sandbox failed: {}", sol_opt.jail->name, w_why.substr(0, 300));
       sol_opt.jail.reset();
-      sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+      start();
     }
     if (!sol.proc && sol_uid >= 0) {
       // The build or the Python environment may not be readable by nobody (a checkout under /root):
       // run as ourselves, and say so in the record.
       say("the solution worker could not start as nobody; running it without privilege separation");
       sol_uid = -1;
-      sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+      start();
     }
     if (sol.proc) {
       ev.solution_environment = sol.environment;
