@@ -90,6 +90,18 @@ Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::
   limits.run_as_uid = uid;
   limits.run_as_gid = uid;
   WorkerLaunch launch{{opt.worker.string()}, worker_env(base, interpret), base, {}, {}, uid};
+  if (role == "compile") {
+    // torch.compile of the trusted reference: its Inductor and Triton caches persist across evaluations (an
+    // agent's every submission times the same baseline), unlike a solution's, which stay in its scratch.
+    auto root = (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "torch-compile";
+    std::error_code ec;
+    fs::create_directories(root / "inductor", ec);
+    fs::create_directories(root / "triton", ec);
+    if (!ec) {
+      launch.env["TORCHINDUCTOR_CACHE_DIR"] = (root / "inductor").string();
+      launch.env["TRITON_CACHE_DIR"] = (root / "triton").string();
+    }
+  }
   const bool jailed = role == "solution" && opt.jail;
   if (jailed) {
     // The sandbox makes the network namespace and switches the user; it shows the solution only its own
