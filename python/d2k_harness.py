@@ -61,17 +61,24 @@ def write_tensor(path, t):
 
 
 def read_tensor(path, device):
+    # The data is read once, straight into the buffer the tensor wraps (inputs of the large workloads are
+    # gigabytes: reading the file whole, slicing and copying it cost three copies).
     with open(path, "rb") as f:
-        data = f.read()
-    if data[:8] != MAGIC:
-        raise HarnessError("runtime_error", f"{path}: not a D2KT file")
-    code, ndim = struct.unpack_from("<ii", data, 8)
-    shape = list(struct.unpack_from(f"<{ndim}q", data, 16))
-    dt = torch_dtype(DTYPES[code])
-    offset = 16 + 8 * ndim
-    if math.prod(shape) == 0:
-        return torch.empty(shape, dtype=dt, device=device)
-    raw = torch.frombuffer(bytearray(data[offset:]), dtype=torch.uint8)
+        head = f.read(16)
+        if len(head) < 16 or head[:8] != MAGIC:
+            raise HarnessError("runtime_error", f"{path}: not a D2KT file")
+        code, ndim = struct.unpack_from("<ii", head, 8)
+        if not 0 <= ndim <= 16 or not 0 <= code < len(DTYPES):
+            raise HarnessError("runtime_error", f"{path}: bad header (dtype {code}, ndim {ndim})")
+        shape = list(struct.unpack(f"<{ndim}q", f.read(8 * ndim)))
+        dt = torch_dtype(DTYPES[code])
+        if math.prod(shape) == 0:
+            return torch.empty(shape, dtype=dt, device=device)
+        nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
+        buf = bytearray(nbytes)
+        if f.readinto(buf) != nbytes or f.read(1):
+            raise HarnessError("runtime_error", f"{path}: the data does not match the header's shape")
+    raw = torch.frombuffer(buf, dtype=torch.uint8)
     return raw.view(dt).reshape(shape).to(device)
 
 

@@ -4,17 +4,41 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
 
 namespace d2k {
 
+// Leaves new elements uninitialized on resize: a tensor read from a file is overwritten at once, and zeroing
+// gigabytes first doubled the time of reading a large output.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct HostTensor {
   DType dtype = DType::float32;
   std::vector<int64_t> shape;
-  std::vector<std::byte> data;
+  std::vector<std::byte, UninitAllocator<std::byte>> data;
 
   std::size_t numel() const;
   double at(std::size_t i) const;  // element i as a double (NaN and Inf preserved)
