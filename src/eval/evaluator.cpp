@@ -61,9 +61,11 @@ std::map<std::string, std::string> worker_env(const fs::path& home_base, bool in
 struct Worker {
   std::unique_ptr<ChildProcess> proc;
   json environment;
+  std::string role, sandbox;
+  int uid = -1;
+  bool ready = false;
 };
 
-// Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
 // A worker's own writable folders (home, tmp, caches) under base; owned by uid when it is >= 0.
 void make_worker_dirs(const fs::path& base, int uid) {
   for (const char* sub : {"home", "tmp", "triton-cache", "inductor-cache"}) {
@@ -73,11 +75,14 @@ void make_worker_dirs(const fs::path& base, int uid) {
   }
 }
 
-// Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
-// `uid` >= 0 runs it as that user (privilege separation; the caller must be root).
-Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
-                    std::string& why, int uid = -1) {
+// Starts a worker without waiting for it (its start, torch's import and the CUDA context, takes seconds and
+// can overlap other work); await_worker() then waits for its ready line. `uid` >= 0 runs it as that user
+// (privilege separation; the caller must be root).
+Worker spawn_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
+                    int uid = -1) {
   Worker w;
+  w.role = role;
+  w.uid = uid;
   static int counter = 0;
   auto log = scratch / fmt::format("{}-{}.log", role, ++counter);
   auto base = scratch / ("w-" + role);
@@ -113,19 +118,36 @@ Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::
     limits.run_as_uid = limits.run_as_gid = -1;
   }
   w.proc = std::make_unique<ChildProcess>(launch.argv, launch.env, log, limits);
+  if (role == "solution") w.sandbox = jailed ? opt.jail->name : "none: " + opt.jail_note;
+  return w;
+}
+
+// Waits for a spawned worker's ready line; on failure kills it, empties w.proc, sets `why` and returns false.
+bool await_worker(Worker& w, const EvalOptions& opt, std::string& why) {
+  if (!w.proc) return false;
+  if (w.ready) return true;
   auto r = w.proc->receive(opt.load_timeout);
   if (r.outcome != ChildProcess::Outcome::response || r.body.value("event", "") != "ready") {
     w.proc->kill();
     auto exit = w.proc->wait();
-    why = fmt::format("the {} worker did not start ({}; {}):\n{}", role,
+    why = fmt::format("the {} worker did not start ({}; {}):\n{}", w.role,
                       r.outcome == ChildProcess::Outcome::timeout ? "no answer" : "no ready line", exit.describe(),
                       w.proc->log_tail());
     w.proc.reset();
-    return w;
+    return false;
   }
+  w.ready = true;
   w.environment = r.body["environment"];
-  w.environment["uid"] = uid >= 0 ? uid : static_cast<int>(::geteuid());
-  if (role == "solution") w.environment["sandbox"] = jailed ? opt.jail->name : "none: " + opt.jail_note;
+  w.environment["uid"] = w.uid >= 0 ? w.uid : static_cast<int>(::geteuid());
+  if (w.role == "solution") w.environment["sandbox"] = w.sandbox;
+  return true;
+}
+
+// Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
+Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
+                    std::string& why, int uid = -1) {
+  Worker w = spawn_worker(opt, scratch, role, interpret, uid);
+  await_worker(w, opt, why);
   return w;
 }
 
@@ -458,6 +480,20 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       say(fmt::format("no GPU: checking the {} correctness workloads only, on the CPU, untimed", small.size()));
     selected = small;
   }
+  // The solution's and the compile baseline's workers start now, while the reference runs (each takes seconds:
+  // torch's import, the CUDA context); both are ready before anything is timed. No solution code runs in the
+  // solution worker before its `load`, which comes after every expected output exists.
+  EvalOptions sol_opt = opt;  // loses its sandbox if that cannot host the worker (and not required)
+  const bool any_timed = ev.gpu && std::any_of(selected.begin(), selected.end(), [](const Workload* w) { return w->timed; });
+  Worker pre_sol = spawn_worker(sol_opt, scratch, "solution", !ev.gpu, sol_uid);
+  Worker pre_compile;
+  if (any_timed && opt.baselines && opt.compile_baseline) pre_compile = spawn_worker(opt, scratch, "compile", false);
+  std::string pre_sol_why, pre_compile_why;
+  auto await_prespawned = [&] {
+    if (pre_sol.proc && !pre_sol.ready) await_worker(pre_sol, sol_opt, pre_sol_why);
+    if (pre_compile.proc && !pre_compile.ready) await_worker(pre_compile, opt, pre_compile_why);
+  };
+
   std::map<std::string, std::vector<json>> ref_files;         // workload -> per seed {inputs, expected}
   std::map<std::string, std::vector<json>> timing_ref_files;  // workload -> per timing seed {inputs, expected}
   std::map<std::string, std::pair<std::optional<Timing>, std::optional<Timing>>> baselines;
@@ -492,6 +528,12 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
                                                                                          : ref.proc->log_tail()));
       (for_timing ? timing_ref_files : ref_files)[w->name].push_back(r.body);
     }
+  }
+  await_prespawned();  // nothing starting up while the baselines are timed
+  for (const auto* w : selected) {
+    auto vars = task.vars(*w);
+    json inputs = json::array();
+    for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
     if (ev.gpu && w->timed && opt.baselines) {
       say(fmt::format("baseline eager {}", w->name));
       ref.proc->send({{"op", "baseline"}, {"mode", "eager"}, {"reference_path", (task.dir / "reference.py").string()},
@@ -511,12 +553,17 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // torch.compile baselines, in a worker of their own: a compilation that fails or runs past its time
   // (a Python loop over thousands of segments unrolls) makes the baseline absent, not the evaluation fail.
   if (ev.gpu && opt.baselines && opt.compile_baseline) {
-    Worker cw;
+    Worker cw = std::move(pre_compile);  // ready, or empty with pre_compile_why
+    bool first = true;
     for (const auto* w : selected) {
       if (!w->timed) continue;
       if (!cw.proc) {
         std::string cwhy;
-        cw = start_worker(opt, scratch, "compile", false, cwhy);
+        if (first && !pre_compile_why.empty())
+          cwhy = pre_compile_why;
+        else
+          cw = start_worker(opt, scratch, "compile", false, cwhy);
+        first = false;
         if (!cw.proc) {
           compile_skipped[w->name] = cwhy;
           continue;
@@ -620,14 +667,21 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
 
   // 3. The solution, in a worker of its own that is restarted after a crash or a hang.
   Worker sol;
-  EvalOptions sol_opt = opt;  // loses its sandbox if that cannot host the worker (and not required)
+  await_prespawned();  // no timed workload: not awaited yet
   auto ensure_solution_worker = [&]() -> bool {
     if (sol.proc) return true;
     std::string w_why;
     // A worker that came up without the GPU the reference worker saw (a sandbox hiding the device nodes) is
     // no worker for this evaluation: it would run the solution on the CPU.
     auto start = [&] {
-      sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+      if (pre_sol.ready || !pre_sol_why.empty()) {  // the one started during the reference, once
+        sol = std::move(pre_sol);
+        w_why = pre_sol_why;
+        pre_sol = Worker();
+        pre_sol_why.clear();
+      } else {
+        sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+      }
       if (sol.proc && ev.gpu && sol.environment.value("device", "") != "cuda") {
         w_why = fmt::format("the solution worker sees no GPU (device {}) where the reference worker saw one",
                             sol.environment.value("device", "?"));
