@@ -79,7 +79,7 @@ void make_worker_dirs(const fs::path& base, int uid) {
 // can overlap other work); await_worker() then waits for its ready line. `uid` >= 0 runs it as that user
 // (privilege separation; the caller must be root).
 Worker spawn_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
-                    int uid = -1) {
+                    int uid = -1, const fs::path& triton_cache = {}) {
   Worker w;
   w.role = role;
   w.uid = uid;
@@ -108,10 +108,23 @@ Worker spawn_worker(const EvalOptions& opt, const fs::path& scratch, const std::
     }
   }
   const bool jailed = role == "solution" && opt.jail;
+  // The solution's own Triton cache, kept between evaluations of the same source (re-evaluating it compiles
+  // nothing). It is the only one that process writes, so a solution can spoil no one's cache but its own.
+  // As another user without the sandbox the cache folder may be out of its reach: then scratch's is used.
+  bool own_cache = role == "solution" && !triton_cache.empty() && (jailed || uid < 0);
+  if (own_cache) {
+    std::error_code ec;
+    fs::create_directories(triton_cache, ec);
+    if (uid >= 0 && !ec && ::chown(triton_cache.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) != 0)
+      ec = std::error_code(errno, std::generic_category());
+    own_cache = !ec;
+    if (own_cache) launch.env["TRITON_CACHE_DIR"] = triton_cache.string();
+  }
   if (jailed) {
     // The sandbox makes the network namespace and switches the user; it shows the solution only its own
     // folder, its inputs and outputs, the solution snapshot, the worker and the harness (never private/).
     launch.writable = {scratch / "out"};
+    if (own_cache) launch.writable.push_back(triton_cache);
     launch.readable = {scratch / "in", scratch / "solution", opt.worker, fs::path(build::source_dir) / "python"};
     launch = opt.jail->wrap(launch);
     limits.isolate_network = false;
@@ -145,8 +158,8 @@ bool await_worker(Worker& w, const EvalOptions& opt, std::string& why) {
 
 // Starts a worker and waits for its ready line; on failure returns an empty proc and sets `why`.
 Worker start_worker(const EvalOptions& opt, const fs::path& scratch, const std::string& role, bool interpret,
-                    std::string& why, int uid = -1) {
-  Worker w = spawn_worker(opt, scratch, role, interpret, uid);
+                    std::string& why, int uid = -1, const fs::path& triton_cache = {}) {
+  Worker w = spawn_worker(opt, scratch, role, interpret, uid, triton_cache);
   await_worker(w, opt, why);
   return w;
 }
@@ -485,7 +498,12 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // solution worker before its `load`, which comes after every expected output exists.
   EvalOptions sol_opt = opt;  // loses its sandbox if that cannot host the worker (and not required)
   const bool any_timed = ev.gpu && std::any_of(selected.begin(), selected.end(), [](const Workload* w) { return w->timed; });
-  Worker pre_sol = spawn_worker(sol_opt, scratch, "solution", !ev.gpu, sol_uid);
+  // Triton's interpreter (no GPU) compiles nothing; CUDA solutions are built and cached by the supervisor.
+  const fs::path sol_triton_cache =
+      ev.gpu && solution.language == Language::triton
+          ? (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "triton-solutions" / hash.substr(0, 32)
+          : fs::path();
+  Worker pre_sol = spawn_worker(sol_opt, scratch, "solution", !ev.gpu, sol_uid, sol_triton_cache);
   Worker pre_compile;
   if (any_timed && opt.baselines && opt.compile_baseline) pre_compile = spawn_worker(opt, scratch, "compile", false);
   std::string pre_sol_why, pre_compile_why;
@@ -680,7 +698,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
         pre_sol = Worker();
         pre_sol_why.clear();
       } else {
-        sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid);
+        sol = start_worker(sol_opt, scratch, "solution", !ev.gpu, w_why, sol_uid, sol_triton_cache);
       }
       if (sol.proc && ev.gpu && sol.environment.value("device", "") != "cuda") {
         w_why = fmt::format("the solution worker sees no GPU (device {}) where the reference worker saw one",
