@@ -79,6 +79,16 @@ run_overhead() {
       | tee -a "$OUT/summary.txt"
     cp "/tmp/overhead_$pass.json" "$OUT/" 2>/dev/null
   done
+  # A Triton solution evaluated again must compile nothing: its own JIT cache (\$D2K_CACHE/triton-solutions) gains no file.
+  local tri=(build-gpu/src/d2k eval --tasks tests/fixtures/base 1 tests/fixtures/solutions/triton_ok --workloads big
+             --no-compile-baseline --max-time 1)
+  timeout "$(bounded 60)" "${tri[@]}" >/tmp/overhead_triton1.log 2>&1
+  local before after
+  before=$(find "$D2K_CACHE/triton-solutions" -type f 2>/dev/null | wc -l)
+  timeout "$(bounded 60)" "${tri[@]}" >/tmp/overhead_triton2.log 2>&1
+  after=$(find "$D2K_CACHE/triton-solutions" -type f 2>/dev/null | wc -l)
+  echo "overhead triton re-evaluation: $before cache files before, $after after ($((after - before)) new; 0 = compiled nothing)" \
+    | tee -a "$OUT/summary.txt"
   cat /tmp/overhead_cold.log /tmp/overhead_warm.log >"$OUT/overhead.log"
   grep -vE "$progress_lines" /tmp/overhead_warm.log | tail -6
 }
