@@ -152,6 +152,22 @@ std::vector<Cell> shard_cells(const std::vector<Cell>& cells, const Shard& s) {
   return out;
 }
 
+std::string visible_device(int index) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd || !*cvd) return std::to_string(index);
+  std::string s = cvd;
+  int n = 0;
+  for (std::size_t pos = 0; pos <= s.size();) {
+    std::size_t e = s.find(',', pos);
+    if (e == std::string::npos) e = s.size();
+    std::string item = s.substr(pos, e - pos);
+    if (item == "-1") break;
+    if (!item.empty() && n++ == index) return item;
+    pos = e + 1;
+  }
+  return std::to_string(index);  // past the list: CUDA will refuse it, as it would the index
+}
+
 std::vector<int> detect_gpus() {
   std::vector<int> out;
   if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
@@ -531,7 +547,7 @@ RunnerResult run_campaign(const CampaignConfig& c, const std::vector<Cell>& cell
     std::string gpu_env, lock_env;
     if (!gpus.empty()) {
       int g = gpus[static_cast<std::size_t>(slot) % gpus.size()];
-      gpu_env = std::to_string(g);
+      gpu_env = visible_device(g);
       if (shared_gpus) lock_env = (lock_dir / fmt::format("gpu{}.lock", g)).string();
     }
     fs::path log_file = cell.run_dir.string() + ".log";

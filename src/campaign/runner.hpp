@@ -39,6 +39,11 @@ std::vector<Cell> shard_cells(const std::vector<Cell>& cells, const Shard& s);
 // The GPUs present: CUDA_VISIBLE_DEVICES when set (its entries' positions), else /proc/driver/nvidia/gpus.
 std::vector<int> detect_gpus();
 
+// What a run on GPU `index` gets as CUDA_VISIBLE_DEVICES: the campaign's own CUDA_VISIBLE_DEVICES entry at that
+// position when it has one (a child's variable names physical devices, not positions in the parent's list:
+// under CUDA_VISIBLE_DEVICES=2,3 the run on GPU 1 must get "3", or a UUID as listed), else the index itself.
+std::string visible_device(int index);
+
 struct RunnerOptions {
   std::filesystem::path d2k_binary;   // the `d2k` the agent runs are started with
   int jobs = 0;                       // runs at once; 0: the campaign's [parallel] jobs, else one per GPU (1 without)

@@ -550,6 +550,25 @@ TEST(Campaign, CheckPrintsTheMatrixAndShardsPartitionIt) {
   EXPECT_EQ(bad.code, 2) << bad.out;
 }
 
+TEST(Campaign, RunsGetThePhysicalDeviceOfTheirPosition) {
+  // Under CUDA_VISIBLE_DEVICES=2,3 the campaign sees GPUs 0 and 1; the run on GPU 1 must be given "3" (a
+  // child's CUDA_VISIBLE_DEVICES names devices of the machine, not positions in its parent's list).
+  const char* old = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string saved = old ? old : "";
+  ::setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+  EXPECT_EQ(campaign::detect_gpus(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(campaign::visible_device(0), "2");
+  EXPECT_EQ(campaign::visible_device(1), "3");
+  ::setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb", 1);
+  EXPECT_EQ(campaign::visible_device(1), "GPU-bbbb");
+  ::setenv("CUDA_VISIBLE_DEVICES", "5,-1,6", 1);  // CUDA stops at -1
+  EXPECT_EQ(campaign::detect_gpus(), (std::vector<int>{0}));
+  EXPECT_EQ(campaign::visible_device(0), "5");
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(campaign::visible_device(2), "2");
+  if (old) ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+}
+
 TEST(Campaign, GpuLockExcludesSharedHoldersWhileExclusive) {
   test::TempDir tmp;
   fs::path p = tmp.path() / "gpu0.lock";
