@@ -211,7 +211,19 @@ std::optional<Task> parse_manifest(const std::string& text, const std::string& f
 
   if (const auto* pf = r.table("performance", true)) {
     TomlReader fr(*pf, "performance", file, d);
-    fr.only_keys({"flops", "bytes", "bound", "compute_dtype"});
+    fr.only_keys({"flops", "bytes", "bound", "compute_dtype", "target_speedup", "target_sol"});
+    if (auto v = fr.number("target_speedup", false)) {
+      if (*v <= 0)
+        fr.error("target_speedup", fr.get("target_speedup"), "must be positive (a speedup over eager)");
+      else
+        task.performance.target_speedup = *v;
+    }
+    if (auto v = fr.number("target_sol", false)) {
+      if (*v <= 0 || *v > 1)
+        fr.error("target_sol", fr.get("target_sol"), "must be in (0, 1] (a share of speed-of-light)");
+      else
+        task.performance.target_sol = *v;
+    }
     if (auto s = fr.str("flops", true)) task.performance.flops = *s;
     if (auto s = fr.str("bytes", true)) task.performance.bytes = *s;
     if (auto s = fr.str("bound", false)) task.performance.bound = *s;

@@ -58,6 +58,10 @@ struct Performance {
   std::string bytes;
   std::string bound = "memory";
   std::string compute_dtype = "fp32";
+  // What the expert solution must reach on the GPU (issue 8): the geometric-mean speedup over eager, and the
+  // share of speed-of-light on the largest workload.
+  double target_speedup = 3.0;
+  double target_sol = 0.4;
 };
 
 struct GuidanceLevel {
