@@ -12,12 +12,11 @@ Usage: python3 bench/suite_targets.py EXPERT.json [EXPERT2.json ...] [--naive NA
 (the JSON files `d2k eval --json` writes; several may be given, one per task). Exits 1 when a target is missed.
 """
 
+import glob
 import json
 import math
-import sys
-
-import glob
 import os
+import sys
 import tomllib
 
 
