@@ -3,7 +3,7 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail overhead calibrate agreement experts naive wrong targets
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail overhead calibrate agreement experts naive pairs wrong targets
 #                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
@@ -118,8 +118,9 @@ run_agreement() {
   timeout "$(bounded 200)" python3 bench/timing_agreement.py build-gpu ${AGREEMENT_SECTIONS:-} 2>&1 | tee "$OUT/timing_agreement.txt"
 }
 
-run_suite() {  # $1: experts, naive or wrong
+run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then its naive kernel: every target judged)
   local kind=$1 sel=${1%s}
+  [[ $kind == pairs ]] && sel="expert,naive"
   # One evaluation per task, each bounded, so one task that hangs costs only its own share.
   for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
     [[ -n "${SUITE_TASKS:-}" && " $SUITE_TASKS " != *" ${task%%_*} "* ]] && continue
@@ -135,7 +136,7 @@ run_suite() {  # $1: experts, naive or wrong
 for s in "${STEPS[@]}"; do
   case "$s" in
     tests|redteam|overhead|calibrate|agreement|jail) "run_$s" ;;
-    experts|naive|wrong) run_suite "$s" ;;
+    experts|naive|wrong|pairs) run_suite "$s" ;;
     targets) python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt" ;;
     *) echo "unknown step: $s" ;;
   esac

@@ -61,4 +61,39 @@ std::string format_targets(const TargetVerdict& v) {
   return o;
 }
 
+VersusNaive versus_naive(const EvalResult& expert, const EvalResult& naive) {
+  VersusNaive v;
+  double logsum = 0;
+  int n = 0;
+  bool all = true;
+  for (const auto& e : expert.traces) {
+    if (!e.timed || !e.skipped.empty() || e.status != Status::passed || !e.timing || e.timing->median_ms <= 0)
+      continue;
+    std::optional<double> r;
+    for (const auto& t : naive.traces)
+      if (t.workload == e.workload && t.skipped.empty() && t.status == Status::passed && t.timing &&
+          t.timing->median_ms > 0)
+        r = t.timing->median_ms / e.timing->median_ms;
+    if (r) {
+      logsum += std::log(*r);
+      ++n;
+      if (*r <= 1.0) all = false;
+    }
+    v.ratios.emplace_back(e.workload, r);
+  }
+  v.beats_everywhere = !v.ratios.empty() && all;
+  if (n) v.geomean = std::exp(logsum / n);
+  return v;
+}
+
+std::string format_versus_naive(const VersusNaive& v) {
+  if (v.ratios.empty()) return "targets: expert vs naive: no timed workload to compare\n";
+  std::string per;
+  for (const auto& [w, r] : v.ratios)
+    per += fmt::format("{}{} {}", per.empty() ? "" : ", ", w, r ? fmt::format("{:.2f}x", *r) : "naive failed");
+  return fmt::format("targets: expert vs naive kernel ({}){}: {}\n", per,
+                     v.geomean ? fmt::format(", {:.2f}x geometric mean", *v.geomean) : "",
+                     v.beats_everywhere ? "faster on every workload, met" : "not faster on every workload, MISSED");
+}
+
 }  // namespace d2k

@@ -6,6 +6,7 @@
 // bench/suite_targets.py.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "eval/evaluator.hpp"
@@ -30,5 +31,15 @@ TargetVerdict judge_targets(const Task& task, const EvalResult& ev);
 
 // One line per target, "met" or "MISSED", for the end of `d2k eval --solutions expert`.
 std::string format_targets(const TargetVerdict& v);
+
+// The expert against the naive kernel, per timed workload the expert passed: naive median / expert median. A
+// workload where the naive kernel failed or has no time counts as beaten (and says so).
+struct VersusNaive {
+  std::vector<std::pair<std::string, std::optional<double>>> ratios;  // workload, naive/expert (nullopt: naive failed)
+  bool beats_everywhere = false;
+  std::optional<double> geomean;
+};
+VersusNaive versus_naive(const EvalResult& expert, const EvalResult& naive);
+std::string format_versus_naive(const VersusNaive& v);
 
 }  // namespace d2k

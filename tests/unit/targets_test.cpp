@@ -104,5 +104,29 @@ TEST(Targets, JudgedFromTheTraces) {
   EXPECT_NE(format_targets(judge_targets(task, cpu)).find("not measured"), std::string::npos);
 }
 
+TEST(Targets, ExpertAgainstTheNaiveKernel) {
+  EvalResult expert, naive;
+  expert.traces.push_back(timed("a", 1.0, 4.0, std::nullopt, 1e9));
+  expert.traces.push_back(timed("b", 2.0, 8.0, std::nullopt, 1e9));
+  expert.traces.push_back(timed("c", 1.0, 4.0, std::nullopt, 1e9));
+  naive.traces.push_back(timed("a", 2.0, 4.0, std::nullopt, 1e9));   // 2x
+  naive.traces.push_back(timed("b", 16.0, 8.0, std::nullopt, 1e9));  // 8x
+  naive.traces.push_back(timed("c", 1.0, 4.0, std::nullopt, 1e9));   // 1x
+  naive.traces[2].status = Status::incorrect_numerics;                // ... but wrong: beaten
+  auto v = versus_naive(expert, naive);
+  ASSERT_EQ(v.ratios.size(), 3u);
+  EXPECT_TRUE(v.beats_everywhere);
+  EXPECT_NEAR(*v.geomean, 4.0, 1e-9);
+  EXPECT_FALSE(v.ratios[2].second);
+  auto text = format_versus_naive(v);
+  EXPECT_NE(text.find("a 2.00x, b 8.00x, c naive failed"), std::string::npos) << text;
+  EXPECT_NE(text.find("met"), std::string::npos) << text;
+
+  naive.traces[2].status = Status::passed;  // a tie is not a win
+  v = versus_naive(expert, naive);
+  EXPECT_FALSE(v.beats_everywhere);
+  EXPECT_NE(format_versus_naive(v).find("MISSED"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace d2k
