@@ -176,7 +176,9 @@ constexpr NameRule kNameRules[] = {
     {"cuMemsetD16", "host_sync", L}, {"cuMemsetD32", "host_sync", L},
 
     // device_control
-    {"cudaDeviceReset", "device_control", L}, {"cudaSetDevice", "device_control", L},
+    // cudaSetDevice is judged in the source only: CUB's device-wide algorithms (which a task may allow) call it
+    // from their host code to restore the current device; the solution's own calls are spelled, and caught.
+    {"cudaDeviceReset", "device_control", L}, {"cudaSetDevice", "device_control", 0},
     {"cudaSetDeviceFlags", "device_control", L}, {"cudaDeviceSetLimit", "device_control", L},
     {"cudaDeviceSetMemPool", "device_control", L}, {"cudaIpcGetMemHandle", "device_control", L},
     {"cudaIpcOpenMemHandle", "device_control", L}, {"cudaIpcGetEventHandle", "device_control", L},

@@ -76,7 +76,9 @@ CudaBuild build_cuda_solution(const std::filesystem::path& source, const CudaBui
   // -cudart shared: the CUDA runtime stays a needed library, so the solution's runtime calls are undefined symbols
   // that the compliance checks can read (a static cudart would bring its own dlopen and pthread_create).
   std::string flags =
-      fmt::format("-std=c++17 -O3 {} -Xcompiler -fPIC -shared -lineinfo -cudart shared", gencode(opt.arch));
+      // NVTX off: CCCL's device-wide algorithms would otherwise bring its injection loader (dlopen, getenv).
+      fmt::format("-std=c++17 -O3 {} -Xcompiler -fPIC -shared -lineinfo -cudart shared -DNVTX_DISABLE -DCCCL_DISABLE_NVTX",
+                  gencode(opt.arch));
   // No rpath: in the worker, torch has loaded libcudart.so.13 already, and dlopen reuses it by its soname.
   auto header = read_file(opt.include_dir / "d2k" / "solution.h").value_or("");
   auto key = sha256_hex(*text + "\n--flags--\n" + flags + "\n--nvcc--\n" + version + "\n--abi--\n" + header);

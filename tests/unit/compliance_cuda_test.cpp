@@ -285,6 +285,21 @@ TEST_P(ComplianceCudaLibrary, ReportsTheExpectedRules) {
 
 INSTANTIATE_TEST_SUITE_P(ComplianceCudaLib, ComplianceCudaLibrary, testing::ValuesIn(library_cases()), good_name);
 
+// Where a task allows CUB's device-wide algorithms (task 005), a solution using them passes both checks.
+TEST(ComplianceCuda, CubDeviceWideWhereTheTaskAllowsIt) {
+  if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on PATH";
+  Diagnostics d;
+  auto t = load_task(fs::path(D2K_TASKS_DIR) / "005_moe_grouped_swiglu", d);
+  ASSERT_TRUE(t);
+  auto src = static_dir() / "allowed" / "cub_device_wide.cu";
+  auto v = check_cuda_source(src, t->requirements, "nvcc", include_dir());
+  EXPECT_TRUE(v.empty()) << dump(v);
+  auto b = Builds::build(src.string());
+  ASSERT_TRUE(b.ok) << b.log;
+  v = check_cuda_library(b.library, t->requirements);
+  EXPECT_TRUE(v.empty()) << dump(v);
+}
+
 TEST(ComplianceCuda, BuildLinksTheRuntimeDynamically) {
   if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on PATH";
   test::TempDir cache;
