@@ -2,9 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -317,19 +320,35 @@ Store Store::open(const fs::path& path, const OpenOptions& opt) {
   sqlite3_busy_timeout(db, 30000);  // campaign workers in other processes write too
   sqlite3_extended_result_codes(db, 1);
   try {
-    s.exec("PRAGMA journal_mode=WAL");
-    s.exec("PRAGMA synchronous=FULL");
-    s.exec("PRAGMA foreign_keys=ON");
-    int v = s.schema_version();
-    if (v == 0) {
-      Stmt q(db, "SELECT count(*) FROM sqlite_master");
-      q.step();
-      if (q.i64(0) > 0) throw StoreError("a SQLite database, but not a d2k store (no schema version, foreign tables)");
+    // SQLite answers SQLITE_BUSY at once, without the busy handler, where waiting could deadlock (switching a
+    // new file to WAL while another process does, upgrading a read to a write): the setup is retried whole.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        s.exec("PRAGMA journal_mode=WAL");
+        s.exec("PRAGMA synchronous=FULL");
+        s.exec("PRAGMA foreign_keys=ON");
+        // The version and the tables read in one statement, one snapshot: read apart, another process's first
+        // migration could commit between them and make its tables look foreign.
+        int v = 0;
+        {
+          Stmt q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)");
+          q.step();
+          v = static_cast<int>(q.i64(0));
+          if (v == 0 && q.i64(1) > 0)
+            throw StoreError("a SQLite database, but not a d2k store (no schema version, foreign tables)");
+        }
+        if (v > kSchemaVersion)
+          throw StoreError(fmt::format("made by a newer d2k (schema version {}; this build knows up to {})", v,
+                                       kSchemaVersion));
+        s.migrate(opt.target_version);
+        break;
+      } catch (const StoreError&) {
+        int rc = sqlite3_errcode(db) & 0xff;
+        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() > give_up) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 + 5 * std::min(attempt, 20)));
+      }
     }
-    if (v > kSchemaVersion)
-      throw StoreError(fmt::format("made by a newer d2k (schema version {}; this build knows up to {})", v,
-                                   kSchemaVersion));
-    s.migrate(opt.target_version);
   } catch (const StoreError& e) {
     const char* file = sqlite3_db_filename(db, "main");
     std::string what = e.what();
