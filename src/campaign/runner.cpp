@@ -152,37 +152,39 @@ std::vector<Cell> shard_cells(const std::vector<Cell>& cells, const Shard& s) {
   return out;
 }
 
-std::string visible_device(int index) {
+namespace {
+
+// The entries of the campaign's CUDA_VISIBLE_DEVICES as CUDA reads them (empty ones skipped, stop at -1);
+// nullopt when it is not set.
+std::optional<std::vector<std::string>> visible_entries() {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!cvd || !*cvd) return std::to_string(index);
+  if (!cvd) return std::nullopt;
+  std::vector<std::string> out;
   std::string s = cvd;
-  int n = 0;
   for (std::size_t pos = 0; pos <= s.size();) {
     std::size_t e = s.find(',', pos);
     if (e == std::string::npos) e = s.size();
     std::string item = s.substr(pos, e - pos);
     if (item == "-1") break;
-    if (!item.empty() && n++ == index) return item;
+    if (!item.empty()) out.push_back(item);
     pos = e + 1;
   }
-  return std::to_string(index);  // past the list: CUDA will refuse it, as it would the index
+  return out;
+}
+
+}  // namespace
+
+std::string visible_device(int index) {
+  auto entries = visible_entries();
+  if (entries && index >= 0 && static_cast<std::size_t>(index) < entries->size()) return (*entries)[index];
+  return std::to_string(index);  // not set, or past the list: CUDA will refuse it, as it would the index
 }
 
 std::vector<int> detect_gpus() {
   std::vector<int> out;
-  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
+  if (auto entries = visible_entries()) {
     // The runs see the devices the campaign sees; CUDA numbers them 0.. in the listed order.
-    std::string s = cvd;
-    int n = 0;
-    std::size_t pos = 0;
-    while (pos < s.size()) {
-      std::size_t e = s.find(',', pos);
-      if (e == std::string::npos) e = s.size();
-      std::string item = s.substr(pos, e - pos);
-      if (!item.empty() && item != "-1") out.push_back(n++);
-      else if (item == "-1") break;
-      pos = e + 1;
-    }
+    for (std::size_t i = 0; i < entries->size(); ++i) out.push_back(static_cast<int>(i));
     return out;
   }
   std::error_code ec;
