@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/sandbox/sandbox.hpp"
+
+#include <map>
 #include "d2k/build_info.hpp"
 #include "eval/cuda_build.hpp"
 
@@ -125,6 +127,15 @@ void hand_over(const fs::path& root, uid_t uid, gid_t gid) {
 }
 
 }  // namespace
+
+std::map<std::string, std::string> bwrap_environment(const fs::path& bwrap) {
+  std::map<std::string, std::string> env{{"PATH", "/usr/sbin:/usr/bin:/sbin:/bin"}};
+  auto deps = bwrap.parent_path().parent_path().parent_path();  // .deps/usr/bin/bwrap (device-deps.sh)
+  if (deps.filename() == ".deps")  // the unpacked packages' libcap and libselinux
+    env["LD_LIBRARY_PATH"] = (deps / "lib" / "x86_64-linux-gnu").string() + ":" +
+                             (deps / "usr" / "lib" / "x86_64-linux-gnu").string();
+  return env;
+}
 
 std::optional<fs::path> find_bwrap() {
   if (auto p = which("bwrap")) return p;
@@ -255,11 +266,8 @@ CommandResult BwrapCommandRunner::run(const std::string& command, const fs::path
   p.argv = bwrap_argv(spec, {"/bin/bash", "-c", command});
   p.argv[0] = "bwrap";
   // bwrap itself gets a minimal environment too (the sandbox's is set with --clearenv/--setenv).
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  auto deps = bwrap_.parent_path().parent_path().parent_path();  // .deps/usr/bin/bwrap (device-deps.sh)
-  if (deps.filename() == ".deps")  // the unpacked packages' libcap and libselinux
-    env.push_back("LD_LIBRARY_PATH=" + (deps / "lib" / "x86_64-linux-gnu").string() + ":" +
-                  (deps / "usr" / "lib" / "x86_64-linux-gnu").string());
+  std::vector<std::string> env;
+  for (const auto& [k, v] : bwrap_environment(bwrap_)) env.push_back(k + "=" + v);
   p.env = env;
   p.cwd = spec.workspace;
   if (uid_ >= 0) hand_over(spec.workspace, static_cast<uid_t>(uid_), static_cast<gid_t>(gid_));

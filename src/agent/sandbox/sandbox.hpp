@@ -9,6 +9,7 @@
 // default_sandbox_spec() and make_command_runner() look at the machine (bwrap, the venv, nvcc, /dev/nvidia*).
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -108,6 +109,10 @@ struct SandboxOptions {
 
 // "bwrap" or "none"; nullopt for anything else.
 std::optional<SandboxKind> parse_sandbox_kind(const std::string& text);
+
+// The environment of the bwrap process itself (not of the sandbox): PATH, and the library path of the unpacked
+// packages when bwrap is the `.deps` one (scripts/device-deps.sh).
+std::map<std::string, std::string> bwrap_environment(const std::filesystem::path& bwrap);
 
 // bwrap on PATH, else the build tree's `.deps/usr/bin/bwrap` (scripts/device-deps.sh); nullopt when neither.
 std::optional<std::filesystem::path> find_bwrap();

@@ -36,11 +36,7 @@ WorkerLaunch jail_worker(const fs::path& bwrap, const WorkerLaunch& launch, cons
   spec.hostname = "d2k-worker";
   WorkerLaunch out = launch;
   out.argv = bwrap_argv(spec, launch.argv);
-  out.env = {{"PATH", "/usr/sbin:/usr/bin:/sbin:/bin"}};
-  auto deps = bwrap.parent_path().parent_path().parent_path();  // .deps/usr/bin/bwrap (scripts/device-deps.sh)
-  if (deps.filename() == ".deps")
-    out.env["LD_LIBRARY_PATH"] = (deps / "lib" / "x86_64-linux-gnu").string() + ":" +
-                                 (deps / "usr" / "lib" / "x86_64-linux-gnu").string();
+  out.env = bwrap_environment(bwrap);
   return out;
 }
 
