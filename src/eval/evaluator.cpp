@@ -573,8 +573,13 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   if (ev.gpu && opt.baselines && opt.compile_baseline) {
     Worker cw = std::move(pre_compile);  // ready, or empty with pre_compile_why
     bool first = true;
+    std::string gave_up;  // after one compilation ran out of time, the task's other shapes are not tried
     for (const auto* w : selected) {
       if (!w->timed) continue;
+      if (!gave_up.empty()) {
+        compile_skipped[w->name] = gave_up;
+        continue;
+      }
       if (!cw.proc) {
         std::string cwhy;
         if (first && !pre_compile_why.empty())
@@ -609,6 +614,9 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
               ? fmt::format("torch.compile ran past {} s", opt.compile_baseline_timeout.count())
               : "torch.compile failed: " +
                     (r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "") : cw.proc->log_tail(600));
+      if (r.outcome == ChildProcess::Outcome::timeout)
+        gave_up = fmt::format("torch.compile ran past {} s on workload {}; not tried again",
+                              opt.compile_baseline_timeout.count(), w->name);
       cw.proc->kill();
       cw.proc->wait();
       cw.proc.reset();
