@@ -95,6 +95,9 @@ Worker spawn_worker(const EvalOptions& opt, const fs::path& scratch, const std::
   limits.run_as_uid = uid;
   limits.run_as_gid = uid;
   WorkerLaunch launch{{opt.worker.string()}, worker_env(base, interpret), base, {}, {}, uid};
+  // The first profiled call pays for starting the CUDA activity profiler (seconds); the solution worker starts it
+  // while the reference runs instead.
+  if (role == "solution" && opt.defenses && !interpret) launch.env["D2K_WARM_PROFILER"] = "1";
   if (role == "compile") {
     // torch.compile of the trusted reference: its Inductor and Triton caches persist across evaluations (an
     // agent's every submission times the same baseline), unlike a solution's, which stay in its scratch.
