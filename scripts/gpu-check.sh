@@ -8,7 +8,8 @@
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
 #                                                      --no-compile-baseline); SUITE_TASK_TIMEOUT seconds per task
-#   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (default gpu_|cuda_ok|triton_ok)
+#   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (bench/redteam_fixtures.py)
+#   OVERHEAD_PASSES="cold warm"                        the overhead step's passes (default: cold warm warm-no-compile-baseline)
 #   SUITE_TASKS="001 002"                              which tasks the suite steps evaluate (default: all of tasks/suite.toml)
 #   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
 #
@@ -40,7 +41,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFI
   -DPython3_EXECUTABLE="$PY" -DD2K_WITH_STORE_AND_HTTP=OFF -DCMAKE_BUILD_RPATH="$PWD/.deps/usr/lib/x86_64-linux-gnu" \
   >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 TARGETS=(--target d2k d2k-worker)
-{ want tests || want redteam; } && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests d2k_sandbox_tests)
+want tests && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests d2k_sandbox_tests)
 cmake --build build-gpu -j 16 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 ctest_rc=0
@@ -57,16 +58,16 @@ run_tests() {
 }
 
 run_redteam() {
-  step "red team: the runtime defenses against the gpu_* fixtures, and the honest solutions on the same path"
-  (cd build-gpu && timeout "${REDTEAM_TIMEOUT:-240}" ctest -j 1 -R "EvalSolution.*/(${REDTEAM_REGEX:-gpu_|cuda_ok|triton_ok})" --output-on-failure \
-    --timeout 100 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
-  grep -E "Test +#|tests passed|tests failed" "$OUT/ctest.log" | tail -12
+  step "red team: the runtime defenses against the fixtures (d2k eval on each, no test binaries needed)"
+  timeout "$(bounded 400)" python3 bench/redteam_fixtures.py build-gpu \
+    "${REDTEAM_REGEX:-^(gpu_|jail_|privsep_|cuda_ok|triton_ok|cuda_illegal|cuda_hang)}" "$(left)" 2>&1 \
+    | tee "$OUT/redteam.txt" | tee -a "$OUT/summary.txt"
 }
 
 run_overhead() {
   step "overhead: the toy task, all workloads, 3 seeds, timing, both baselines (compile cache cold, then warm)"
   rm -rf "$D2K_CACHE/cuda"
-  for pass in cold warm warm-no-compile-baseline; do
+  for pass in ${OVERHEAD_PASSES:-cold warm warm-no-compile-baseline}; do
     local extra=()
     [[ $pass == *no-compile* ]] && extra=(--no-compile-baseline)
     t0=$(date +%s.%N)
