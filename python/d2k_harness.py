@@ -427,9 +427,10 @@ class Worker:
         """Cold timing over input sets of fresh seeds that no check call saw. The sets rotate through one more
         buffer slot than there are sets, so no address keeps its content from one call to the next; before
         every call, outside the timed window, the next set is copied into its slot and the slot's outputs are
-        poisoned. The outputs of timed calls picked at random (up to two per set; the solution cannot tell which)
-        go back to the supervisor to be checked (files _timed<set>_<pick>); a set never picked is run once more at the end in a slot that
-        last held another set. The inputs must be unchanged."""
+        poisoned. One timed call per set, drawn uniformly from all of that set's timed calls (a reservoir sample: the
+        solution cannot tell which, nor favour early or late calls), has its outputs sent back to the supervisor to be
+        checked (files _timed<set>_0); a set that was never timed is run once more at the end in a slot that last held
+        another set. The inputs must be unchanged."""
         import random
         rng = random.Random(req.get("rng_seed") or os.urandom(16))  # tests may fix it
         sets = [[read_tensor(files[s["name"]], self.device) for s in req["inputs"]] for files in req["input_sets"]]
@@ -437,7 +438,8 @@ class Worker:
         slots = [([torch.empty_like(t) for t in sets[0]], self.alloc_outputs(req["outputs"]))
                  for _ in range(n_sets + 1)]
         held = [None] * len(slots)  # which set each slot holds
-        picked = {}                 # set -> clones of the outputs of one of its timed calls
+        picked = {}                 # set -> [clones of the outputs of one of its timed calls]
+        seen = [0] * n_sets         # timed calls of each set so far
         params = typed_params(req["params"], req["workload"].get("params", {}))
         state = {"i": 0, "slot": 0, "launched": None, "pick": False}
 
@@ -452,14 +454,14 @@ class Worker:
 
         def prepare():
             m = state["launched"]
-            # Each timed call is picked with probability 1/4 while its set has fewer than two picks, and later
-            # ones replace a pick now and then, so late calls are sampled too.
+            # The n-th timed call of a set replaces the set's pick with probability 1/n: every call equally
+            # likely to be the checked one, for ln(n) clones in all. (One pick per set, not more: on a
+            # 64 Mi-element output each one written and compared costs ~0.5 s of the evaluation.)
             if state["pick"] and m is not None:
-                got = picked.setdefault(held[m], [])
-                if len(got) < 2 and rng.random() < 0.25:
-                    got.append([t.clone() for t in slots[m][1]])
-                elif got and rng.random() < 0.02:
-                    got[rng.randrange(len(got))] = [t.clone() for t in slots[m][1]]
+                k = held[m]
+                seen[k] += 1
+                if rng.random() * seen[k] < 1:
+                    picked[k] = [[t.clone() for t in slots[m][1]]]
             i = state["i"]
             state["i"] += 1
             place(i % n_sets, i % len(slots))

@@ -122,12 +122,14 @@ run_agreement() {
 run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then its naive kernel: every target judged)
   local kind=$1 sel=${1%s}
   [[ $kind == pairs ]] && sel="expert,naive"
+  local extra=()
+  [[ $kind == wrong ]] && extra=(--correctness-only)  # a known-bad solution needs no timing, nor the big references
   # One evaluation per task, each bounded, so one task that hangs costs only its own share.
   for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
     [[ -n "${SUITE_TASKS:-}" && " $SUITE_TASKS " != *" ${task%%_*} "* ]] && continue
     if (($(left) < 15)); then echo "deadline: $kind of $task not run" | tee -a "$OUT/summary.txt"; continue; fi
     step "suite: $kind solutions of $task"
-    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" --solutions "$sel" ${SUITE_ARGS:-} \
+    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" --solutions "$sel" "${extra[@]}" ${SUITE_ARGS:-} \
       --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines" \
       | tee -a "$OUT/summary.txt"
   done

@@ -385,6 +385,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   std::vector<const Workload*> selected;
   for (const auto* list : {&task.workloads, &task.correctness})
     for (const auto& w : *list)
+      if (!(opt.correctness_only && list == &task.workloads))
       if (opt.workloads.empty() || std::find(opt.workloads.begin(), opt.workloads.end(), w.name) != opt.workloads.end())
         selected.push_back(&w);
   for (const auto& name : opt.workloads)
@@ -477,9 +478,31 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   }
 
   // 1. The reference: inputs and expected outputs for every (workload, seed), and the baselines.
+  // All three workers start at once (each takes seconds: torch's import, the CUDA context, and for the solution's
+  // the profiler warm-up); the solution's and the compile baseline's come up while the reference runs, on a
+  // guess of whether there is a GPU that the reference worker's answer corrects. No solution code runs in the
+  // solution worker before its `load`, which comes after every expected output exists.
+  EvalOptions sol_opt = opt;  // loses its sandbox if that cannot host the worker (and not required)
+  const bool any_timed_workload = std::any_of(selected.begin(), selected.end(), [](const Workload* w) { return w->timed; });
+  // Triton's interpreter (no GPU) compiles nothing; CUDA solutions are built and cached by the supervisor.
+  auto triton_cache_for = [&](bool gpu) {
+    return gpu && solution.language == Language::triton
+               ? (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "triton-solutions" / hash.substr(0, 32)
+               : fs::path();
+  };
+  Worker pre_sol, pre_compile;
+  auto spawn_helpers = [&](bool gpu) {
+    pre_sol = spawn_worker(sol_opt, scratch, "solution", !gpu, sol_uid, triton_cache_for(gpu));
+    if (gpu && any_timed_workload && opt.baselines && opt.compile_baseline)
+      pre_compile = spawn_worker(opt, scratch, "compile", false);
+  };
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool guess_gpu = fs::exists("/dev/nvidiactl") && !(visible && (!*visible || std::string(visible) == "-1"));
   std::string why;
-  say("starting the reference worker");
-  auto ref = start_worker(opt, scratch, "reference", false, why);
+  say("starting the workers");
+  auto ref = spawn_worker(opt, scratch, "reference", false);
+  spawn_helpers(guess_gpu);
+  await_worker(ref, opt, why);
   if (!ref.proc) throw std::runtime_error(why);
   ev.environment = ref.environment;
   ev.gpu = ref.environment.value("device", "cpu") == "cuda";
@@ -496,19 +519,12 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       say(fmt::format("no GPU: checking the {} correctness workloads only, on the CPU, untimed", small.size()));
     selected = small;
   }
-  // The solution's and the compile baseline's workers start now, while the reference runs (each takes seconds:
-  // torch's import, the CUDA context); both are ready before anything is timed. No solution code runs in the
-  // solution worker before its `load`, which comes after every expected output exists.
-  EvalOptions sol_opt = opt;  // loses its sandbox if that cannot host the worker (and not required)
-  const bool any_timed = ev.gpu && std::any_of(selected.begin(), selected.end(), [](const Workload* w) { return w->timed; });
-  // Triton's interpreter (no GPU) compiles nothing; CUDA solutions are built and cached by the supervisor.
-  const fs::path sol_triton_cache =
-      ev.gpu && solution.language == Language::triton
-          ? (opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir) / "triton-solutions" / hash.substr(0, 32)
-          : fs::path();
-  Worker pre_sol = spawn_worker(sol_opt, scratch, "solution", !ev.gpu, sol_uid, sol_triton_cache);
-  Worker pre_compile;
-  if (any_timed && opt.baselines && opt.compile_baseline) pre_compile = spawn_worker(opt, scratch, "compile", false);
+  const fs::path sol_triton_cache = triton_cache_for(ev.gpu);
+  if (ev.gpu != guess_gpu) {  // spawned for the wrong device: again, as they must be
+    pre_sol = Worker();
+    pre_compile = Worker();
+    spawn_helpers(ev.gpu);
+  }
   std::string pre_sol_why, pre_compile_why;
   auto await_prespawned = [&] {
     if (pre_sol.proc && !pre_sol.ready) await_worker(pre_sol, sol_opt, pre_sol_why);
@@ -948,18 +964,15 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       if (auto body = ask(req, opt.timing_timeout, t)) {
         t.timing = parse_timing((*body)["timing"]);
         // The outputs of timed calls are checked too: a solution must not behave differently when timed.
-        // Up to two picked timed calls per set (the first always there), as the worker was told to write them.
+        // One timed call per set, drawn by the worker uniformly among that set's calls (file _timed<set>_0).
         const auto& tsets = timing_ref_files[w->name];
         for (std::size_t k = 0; k < tsets.size() && t.status == Status::passed; ++k)
-          for (int j = 0; j < 2 && t.status == Status::passed; ++j) {
-            if (j > 0 && !fs::exists(out_dir / fmt::format("out_{}_timed{}_{}.d2kt", task.outputs[0].name, k, j))) break;
-            for (const auto& c : check_outputs(tsets[k], out_dir, fmt::format("_timed{}_{}", k, j)))
-              if (c.status != Status::passed) {
-                t.status = c.status;
-                t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
-                break;
-              }
-          }
+          for (const auto& c : check_outputs(tsets[k], out_dir, fmt::format("_timed{}_0", k)))
+            if (c.status != Status::passed) {
+              t.status = c.status;
+              t.message = fmt::format("a timed call's outputs (input set {}) are wrong: {}", k, c.message);
+              break;
+            }
         if (t.status == Status::passed && opt.defenses) integrity_checks(t);
         if (t.status != Status::passed) t.timing.reset();  // no time for an output that did not pass
       }

@@ -35,6 +35,7 @@ struct WorkerJail {
 
 struct EvalOptions {
   std::vector<std::string> workloads;   // names to run; empty: all (timed and correctness)
+  bool correctness_only = false;        // only the task's correctness workloads (untimed), e.g. for known-bad solutions
   int seeds = 0;                        // 0: the task's evaluation.seeds
   bool static_checks = true;            // off only to test the runtime defenses on known cheats
   // Off only to measure what the integrity layer costs (bench/timing_agreement.py): no static checks, no kernel

@@ -161,7 +161,7 @@ TEST(EvalStatic, ViolationsStopTheSolutionBeforeItRuns) {
   auto j = nlohmann::json::parse(read_file(json_path).value());
   EXPECT_FALSE(j[0]["violations"].empty());
   for (const auto& t : j[0]["traces"]) EXPECT_EQ(t["status"], "compliance_violation");
-  EXPECT_EQ(r.out.find("starting the reference worker"), std::string::npos) << "the reference ran for a rejected solution";
+  EXPECT_EQ(r.out.find("starting the workers"), std::string::npos) << "the reference ran for a rejected solution";
 }
 
 TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
@@ -169,6 +169,24 @@ TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("NOT GOT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("calls_torch_cumsum: expected compliance_violation, got it"), std::string::npos) << r.out;
+}
+
+// --correctness-only: the timed workloads are not even selected (no reference run of theirs, on any machine).
+TEST(EvalOptions, CorrectnessOnlySelectsTheUntimedWorkloads) {
+  test::TempDir tmp;
+  auto json_path = tmp.path() / "traces.json";
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" +
+                         (test::fixtures() / "solutions" / "triton_ok").string() + "' --correctness-only --json '" +
+                         json_path.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(read_file(json_path).value());
+  ASSERT_FALSE(j[0]["traces"].empty());
+  for (const auto& t : j[0]["traces"]) {
+    EXPECT_FALSE(t.value("timed", true)) << t.dump(2);
+    EXPECT_EQ(t["status"], "passed") << t.dump(2);
+  }
+  EXPECT_EQ(r.out.find("reference big"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no GPU: checking"), std::string::npos) << "nothing to drop: " << r.out;
 }
 
 // check = "custom": the task's check() judges the output in a worker that never runs solution code. The toy task

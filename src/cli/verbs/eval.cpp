@@ -78,7 +78,7 @@ int run_eval(const std::vector<std::string>& args) {
   std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
   std::vector<std::string> workloads;
   int seeds = 0;
-  bool no_baselines = false, no_compile = false, expect = false, no_static = false, no_defenses = false;
+  bool no_baselines = false, no_compile = false, correctness_only = false, expect = false, no_static = false, no_defenses = false;
   double max_time = 5;
   int call_timeout = 120, load_timeout = 180, compile_baseline_timeout = 120;
   app.add_option("TASK", task_id, "task name, folder, number or path");
@@ -99,6 +99,8 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_flag("--no-static-checks", no_static, "skip the static compliance checks (for testing the runtime defenses)");
   app.add_flag("--no-defenses", no_defenses, "measurement only: turn the integrity layer off (see docs/EVALUATOR.md)");
   app.add_flag("--no-compile-baseline", no_compile, "do not time torch.compile of the reference");
+  app.add_flag("--correctness-only", correctness_only,
+               "only the task's correctness workloads, untimed (known-bad solutions need no timing: --solutions wrong)");
   app.add_option("--compile-baseline-timeout", compile_baseline_timeout,
                  "seconds torch.compile of the reference may take on one workload, timing included (default 120); "
                  "past it the baseline is absent for the task's remaining workloads too")
@@ -171,6 +173,7 @@ int run_eval(const std::vector<std::string>& args) {
   opt.static_checks = !no_static;
   opt.defenses = !no_defenses;
   opt.compile_baseline = !no_compile;
+  opt.correctness_only = correctness_only;
   try {
     agent::confine_solution_worker(opt, *agent::parse_worker_sandbox_mode(worker_sandbox));
   } catch (const std::exception& e) {
