@@ -59,8 +59,10 @@ for name in sorted(os.listdir(FIXTURES)):
         continue
     if want == "passed":
         ok = all(s == "passed" for s in got)
-    else:  # caught when some workload gets the expected status (a timing-only cheat leaves untimed ones honest)
-        ok = want in got and all(s in (want, "passed") for s in got)
+    else:  # caught when some workload gets the expected status (a timing-only cheat leaves untimed ones honest),
+        # as in tests/cli/eval_test.cpp; another workload may be rejected by another defense first (a call counter
+        # that stops launching anything meets the no-kernel check on the workloads after the one it was caught on)
+        ok = want in got
     failed += not ok
     print(f"{name:<26} {want:<22} {','.join(got):<44} {sandbox:<10} {'ok' if ok else 'NOT CAUGHT'}", flush=True)
 sys.exit(1 if failed else 0)

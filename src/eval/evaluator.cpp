@@ -350,6 +350,11 @@ double geomean_speedup(const EvalResult& e) {
   return n ? std::exp(logsum / n) : 0;
 }
 
+SharedReference::~SharedReference() {
+  std::error_code ec;
+  if (!scratch.empty()) fs::remove_all(scratch, ec);
+}
+
 EvalResult evaluate(const Task& task, const Solution& solution, const EvalOptions& opt) {
   EvalResult ev;
   const auto started = std::chrono::steady_clock::now();
@@ -358,19 +363,33 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     ev.timeline.push_back({{"at_s", std::round(at * 1000) / 1000}, {"step", s}});
     if (opt.progress) opt.progress(fmt::format("[{:6.1f}s] {}", at, s));
   };
-  fs::path scratch = opt.scratch;
+  const auto& shared = opt.shared_reference;
+  if (shared && !shared->task.empty() && shared->task != task.name)
+    throw std::logic_error(fmt::format("a reference run of {} offered to an evaluation of {}", shared->task, task.name));
+  const bool reusing = shared && !shared->scratch.empty();
+  fs::path scratch = reusing ? shared->scratch : opt.scratch;
   if (scratch.empty()) {
     std::random_device rd;
     scratch = scratch_root() / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
   }
-  // A scratch folder of our own is removed however the evaluation ends (inputs of big workloads take GBs).
+  // A scratch folder of our own is removed however the evaluation ends (inputs of big workloads take GBs); a
+  // shared one goes with the SharedReference.
   struct Cleanup {
     fs::path dir;
     ~Cleanup() {
       std::error_code ec;
       if (!dir.empty()) fs::remove_all(dir, ec);
     }
-  } cleanup{opt.scratch.empty() ? scratch : fs::path()};
+  } cleanup{opt.scratch.empty() && !shared ? scratch : fs::path()};
+  if (shared) {
+    shared->task = task.name;
+    shared->scratch = scratch;
+  }
+  if (reusing) {  // nothing of the previous solution's may be read as this one's: its outputs, its snapshot
+    std::error_code ec;
+    fs::remove_all(scratch / "out", ec);
+    fs::remove_all(scratch / "solution", ec);
+  }
   // in/: inputs (the solution reads them). private/: expected outputs, mode 0700, which a solution worker
   // running as another user cannot open. out/: the solution's outputs, written by it.
   for (const char* sub : {"in", "private", "out", "solution"}) fs::create_directories(scratch / sub);
@@ -398,6 +417,13 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // are worth nothing there, and the timed outputs are checked against these sets' expected outputs.
   std::vector<int> timing_seeds;
   for (int i = 0; i < std::max(2, opt.timing_sets); ++i) timing_seeds.push_back(static_cast<int>(rd() & 0x7fffffff));
+  if (shared && !shared->seeds.empty()) {
+    seeds = shared->seeds;
+    timing_seeds = shared->timing_seeds;
+  } else if (shared) {
+    shared->seeds = seeds;
+    shared->timing_seeds = timing_seeds;
+  }
 
   std::optional<json> calibration;
   auto make_trace = [&](const Workload& w) {
@@ -543,6 +569,12 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     for (const auto& s : task.inputs) inputs.push_back(spec_json(s, vars));
     for (const auto& s : task.outputs) outputs.push_back(spec_json(s, vars));
     const bool timed = ev.gpu && w->timed;
+    if (shared && shared->ref_files.count(w->name) && (!timed || shared->timing_ref_files.count(w->name))) {
+      say(fmt::format("reference {}: the files of the previous evaluation", w->name));
+      ref_files[w->name] = shared->ref_files[w->name];
+      if (timed) timing_ref_files[w->name] = shared->timing_ref_files[w->name];
+      continue;
+    }
     const std::size_t n_runs = seeds.size() + (timed ? timing_seeds.size() : 0);
     for (std::size_t k = 0; k < n_runs; ++k) {
       const bool for_timing = k >= seeds.size();
@@ -564,6 +596,10 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
                                              r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "")
                                                                                          : ref.proc->log_tail()));
       (for_timing ? timing_ref_files : ref_files)[w->name].push_back(r.body);
+    }
+    if (shared) {
+      shared->ref_files[w->name] = ref_files[w->name];
+      if (timed) shared->timing_ref_files[w->name] = timing_ref_files[w->name];
     }
   }
   await_prespawned();  // nothing starting up while the baselines are timed

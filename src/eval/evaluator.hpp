@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,21 @@ struct WorkerJail {
   std::string name;                                     // recorded in the trace ("bwrap")
   std::function<WorkerLaunch(const WorkerLaunch&)> wrap;  // argv and env of the confining process
   bool required = false;  // a worker that cannot start inside fails the evaluation (else it runs without)
+};
+
+// The reference's inputs and expected outputs of one task, kept for the next evaluation of the same task by a
+// trusted solution (the suite's naive kernel after its expert, in one `d2k eval` run): the reference is the
+// costliest part of evaluating a large task (float64 over gigabytes), and both kernels are judged on the same
+// inputs. Never shared with an untrusted solution: it would meet inputs that another evaluation already saw.
+struct SharedReference {
+  std::string task;
+  std::filesystem::path scratch;  // the evaluations' common scratch folder, removed with this object
+  std::vector<int> seeds, timing_seeds;
+  std::map<std::string, std::vector<nlohmann::json>> ref_files, timing_ref_files;  // workload -> {inputs, expected}
+  SharedReference() = default;
+  SharedReference(const SharedReference&) = delete;
+  SharedReference& operator=(const SharedReference&) = delete;
+  ~SharedReference();
 };
 
 struct EvalOptions {
@@ -62,6 +78,7 @@ struct EvalOptions {
   // rlimits only. `jail_note` says why there is none (recorded in the trace).
   std::optional<WorkerJail> jail;
   std::string jail_note;
+  std::shared_ptr<SharedReference> shared_reference;  // set: reuse (and fill) a trusted pair's reference run
 };
 
 struct Timing {

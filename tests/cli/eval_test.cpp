@@ -189,6 +189,33 @@ TEST(EvalOptions, CorrectnessOnlySelectsTheUntimedWorkloads) {
   EXPECT_EQ(r.out.find("no GPU: checking"), std::string::npos) << "nothing to drop: " << r.out;
 }
 
+// --solutions expert,naive: the naive kernel is judged on the expert's reference run (inputs, expected outputs,
+// seeds), which runs once; the shared scratch folder is gone afterwards.
+TEST(EvalSuite, ExpertAndNaiveShareOneReferenceRun) {
+  test::TempDir tmp;
+  auto json_path = tmp.path() / "traces.json";
+  auto scratch = tmp.path() / "scratch";
+  std::filesystem::create_directories(scratch);
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() +
+                             "' --solutions expert,naive --workloads ragged --json '" + json_path.string() + "'",
+                         "D2K_SCRATCH='" + scratch.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(read_file(json_path).value());
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  ASSERT_EQ(j[0]["traces"].size(), 1u);
+  ASSERT_EQ(j[1]["traces"].size(), 1u);
+  EXPECT_EQ(j[0]["traces"][0]["status"], "passed") << j[0].dump(2);
+  EXPECT_EQ(j[1]["traces"][0]["status"], "passed") << j[1].dump(2);
+  EXPECT_EQ(j[0]["traces"][0]["correctness"]["seeds"], j[1]["traces"][0]["correctness"]["seeds"]);
+  std::size_t runs = 0;
+  for (auto at = r.out.find("reference ragged seed 1/"); at != std::string::npos;
+       at = r.out.find("reference ragged seed 1/", at + 1))
+    ++runs;
+  EXPECT_EQ(runs, 1u) << r.out;
+  EXPECT_NE(r.out.find("reference ragged: the files of the previous evaluation"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "the shared scratch folder was left behind";
+}
+
 // check = "custom": the task's check() judges the output in a worker that never runs solution code. The toy task
 // accepts any permutation of its input: the expert writes it reversed (allclose against the reference's copy
 // would fail it), the wrong ones lose an element or halve the values.

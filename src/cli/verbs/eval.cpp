@@ -199,6 +199,12 @@ int run_eval(const std::vector<std::string>& args) {
   int rc = kOk;
   int targets_judged = 0, targets_met = 0;
   std::map<std::string, std::pair<TargetVerdict, EvalResult>> expert_runs;  // by task, for the naive comparison
+  std::shared_ptr<SharedReference> pair_reference;
+  // Written after every evaluation (and the table flushed), so a run that is cut short keeps what it did.
+  auto save_json = [&] {
+    if (!json_path.empty()) write_file_atomic(json_path, all.dump(2));
+    std::fflush(stdout);
+  };
   for (const auto& [task_dir, sol_dir] : jobs) {
     Diagnostics d;
     auto task = load_task(task_dir, d);
@@ -213,6 +219,12 @@ int run_eval(const std::vector<std::string>& args) {
     // the same reference again.
     EvalOptions job_opt = opt;
     if (solutions == "expert,naive" && sol_dir.filename() == "naive") job_opt.baselines = job_opt.compile_baseline = false;
+    // The pair (both ours, trusted) shares one reference run: the naive kernel is judged on the expert's inputs.
+    if (solutions == "expert,naive") {
+      if (sol_dir.filename() == "expert" || !pair_reference || pair_reference->task != task->name)
+        pair_reference = std::make_shared<SharedReference>();
+      job_opt.shared_reference = pair_reference;
+    }
     try {
       ev = evaluate(*task, *sol, job_opt);
     } catch (const std::exception& e) {
@@ -244,6 +256,7 @@ int run_eval(const std::vector<std::string>& args) {
     j["d2k_version"] = build::version;
     j["suite_version"] = suite->version;
     all.push_back(j);
+    if (!expect) save_json();
     if (expect) {
       // A known-bad solution is caught when some workload gets its expected status.
       bool caught = std::any_of(ev.traces.begin(), ev.traces.end(), [&](const auto& t) {
@@ -252,6 +265,7 @@ int run_eval(const std::vector<std::string>& args) {
       fmt::print("{}: expected {}, {}\n", sol->name, sol->expect ? status_name(*sol->expect) : "?",
                  caught ? "got it" : "NOT GOT");
       if (!caught) rc = kFailed;
+      save_json();
     } else {
       for (const auto& t : ev.traces)
         if (t.skipped.empty() && t.status != Status::passed) rc = kFailed;
@@ -260,7 +274,8 @@ int run_eval(const std::vector<std::string>& args) {
   if (targets_judged > 1)
     fmt::print("\ntargets met on {} of {} tasks{}\n", targets_met, targets_judged,
                solutions == "expert" ? " (beating the naive kernels not judged: --solutions expert,naive)" : "");
-  if (!json_path.empty()) write_file_atomic(json_path, all.dump(2));
+  pair_reference.reset();
+  save_json();
   return rc;
 }
 
