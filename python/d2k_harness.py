@@ -50,34 +50,92 @@ def dtype_code(t):
     raise HarnessError("incorrect_dtype", f"dtype {t} is not a d2k dtype")
 
 
+# Large tensors move between files and memory in chunks on a few threads: the files of the big workloads are
+# hundreds of MB each (a 64 Mi-element output and its float64 expected value: 768 MB per reference run), and one
+# thread copying device -> host -> tmpfs page by page left the machine's other cores idle.
+# Not measured on the H200 yet (bench/harness_read_speed.py prints both ways); on the 2-core development machine
+# threads gained nothing, so below 4 cores the chunks go one after another.
+IO_CHUNK = 64 << 20
+IO_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+_io_pool = None
+
+
+def _io_map(fn, ranges):
+    """fn(a, b) for every range, on the I/O threads when there is more than one; the first error is raised."""
+    global _io_pool
+    if len(ranges) <= 1 or IO_THREADS < 4:
+        for a, b in ranges:
+            fn(a, b)
+        return
+    if _io_pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="d2k-io")
+    for f in [_io_pool.submit(fn, a, b) for a, b in ranges]:
+        f.result()
+
+
+def _chunks(n):
+    return [(a, min(n, a + IO_CHUNK)) for a in range(0, n, IO_CHUNK)]
+
+
 def write_tensor(path, t):
-    t = t.detach().contiguous().cpu()
+    t = t.detach().contiguous()
     code = dtype_code(t.dtype)
     shape = list(t.shape)
-    with open(path, "wb") as f:
-        f.write(MAGIC + struct.pack("<ii", code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape))
-        if t.numel() > 0:
-            f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))  # no intermediate copy
+    head = MAGIC + struct.pack("<ii", code, len(shape)) + struct.pack(f"<{len(shape)}q", *shape)
+    raw = t.reshape(-1).view(torch.uint8) if t.numel() > 0 else None
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        os.ftruncate(fd, len(head) + (raw.numel() if raw is not None else 0))
+
+        def put(data, off):
+            view = memoryview(data)
+            while len(view):
+                done = os.pwrite(fd, view, off)
+                view, off = view[done:], off + done
+
+        put(head, 0)
+        if raw is not None:  # each chunk copied to the host by the thread that writes it, no whole-tensor copy
+            _io_map(lambda a, b: put(raw[a:b].cpu().numpy(), len(head) + a), _chunks(raw.numel()))
+    finally:
+        os.close(fd)
 
 
 def read_tensor(path, device):
     # The data is read once, straight into the buffer the tensor wraps (inputs of the large workloads are
-    # gigabytes: reading the file whole, slicing and copying it cost three copies).
-    with open(path, "rb") as f:
-        head = f.read(16)
+    # gigabytes: reading the file whole, slicing and copying it cost three copies), in chunks on the I/O threads.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = os.pread(fd, 16, 0)
         if len(head) < 16 or head[:8] != MAGIC:
             raise HarnessError("runtime_error", f"{path}: not a D2KT file")
         code, ndim = struct.unpack_from("<ii", head, 8)
         if not 0 <= ndim <= 16 or not 0 <= code < len(DTYPES):
             raise HarnessError("runtime_error", f"{path}: bad header (dtype {code}, ndim {ndim})")
-        shape = list(struct.unpack(f"<{ndim}q", f.read(8 * ndim)))
+        dims = os.pread(fd, 8 * ndim, 16)
+        if len(dims) != 8 * ndim:
+            raise HarnessError("runtime_error", f"{path}: the header is cut short")
+        shape = list(struct.unpack(f"<{ndim}q", dims))
         dt = torch_dtype(DTYPES[code])
-        if math.prod(shape) == 0:
-            return torch.empty(shape, dtype=dt, device=device)
-        nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
-        buf = bytearray(nbytes)
-        if f.readinto(buf) != nbytes or f.read(1):
+        start = 16 + 8 * ndim
+        nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size() if all(d >= 0 for d in shape) else -1
+        if nbytes < 0 or os.fstat(fd).st_size != start + nbytes:
             raise HarnessError("runtime_error", f"{path}: the data does not match the header's shape")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dt, device=device)
+        buf = bytearray(nbytes)
+        view = memoryview(buf)
+
+        def get(a, b):
+            while a < b:
+                got = os.preadv(fd, [view[a:b]], start + a)
+                if got <= 0:
+                    raise HarnessError("runtime_error", f"{path}: the file ended early")
+                a += got
+
+        _io_map(get, _chunks(nbytes))
+    finally:
+        os.close(fd)
     raw = torch.frombuffer(buf, dtype=torch.uint8)
     return raw.view(dt).reshape(shape).to(device)
 
@@ -168,9 +226,9 @@ class Worker:
             env["network_interfaces"] = sorted(name for _, name in socket.if_nameindex())
         except OSError:
             env["network_interfaces"] = []
-        try:
-            import triton
-            env["triton"] = triton.__version__
+        try:  # the installed version, without importing triton (~0.3 s on every worker's start)
+            from importlib.metadata import version
+            env["triton"] = version("triton")
         except Exception as e:  # noqa: BLE001 - report, never fail, on a missing triton
             env["triton"] = f"unavailable: {e}"
         if self.device == "cuda":

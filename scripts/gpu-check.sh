@@ -3,7 +3,7 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail overhead calibrate agreement experts naive pairs wrong targets
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail io overhead calibrate agreement experts naive pairs wrong targets
 #                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
@@ -94,6 +94,11 @@ run_overhead() {
   grep -vE "$progress_lines" /tmp/overhead_warm.log | tail -6
 }
 
+run_io() {
+  step "the harness's tensor file I/O: one thread vs the I/O threads (512 MiB of float64 from the GPU)"
+  timeout "$(bounded 120)" python3 bench/harness_io_speed.py 512 2>&1 | tee -a "$OUT/summary.txt"
+}
+
 run_jail() {
   step "the solution worker's bwrap sandbox on this machine (jail_snoops must pass inside it)"
   timeout "$(bounded 90)" build-gpu/src/d2k eval --tasks tests/fixtures/base 1 tests/fixtures/solutions/jail_snoops \
@@ -138,7 +143,7 @@ run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then it
 # The steps run in the order given.
 for s in "${STEPS[@]}"; do
   case "$s" in
-    tests|redteam|overhead|calibrate|agreement|jail) "run_$s" ;;
+    tests|redteam|overhead|calibrate|agreement|jail|io) "run_$s" ;;
     experts|naive|wrong|pairs) run_suite "$s" ;;
     targets) python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt" ;;
     *) echo "unknown step: $s" ;;

@@ -47,3 +47,28 @@ def test_damaged_files_are_refused(tmp_path, damage):
     p.write_bytes(bytes(data))
     with pytest.raises(h.HarnessError):
         h.read_tensor(str(p), "cpu")
+
+
+@pytest.mark.parametrize("n", [1, 4096, 4097, 3 * 4096 + 5])
+def test_chunked_round_trip(tmp_path, monkeypatch, n):
+    """Tensors larger than one I/O chunk are written and read by several threads, chunk by chunk."""
+    monkeypatch.setattr(h, "IO_CHUNK", 4096)
+    monkeypatch.setattr(h, "IO_THREADS", 4)  # threads even on a small machine
+    x = torch.randn(n, dtype=torch.float64)
+    p = tmp_path / "t.d2kt"
+    h.write_tensor(str(p), x)
+    assert p.stat().st_size == 16 + 8 + 8 * n
+    assert torch.equal(h.read_tensor(str(p), "cpu"), x)
+    h.write_tensor(str(p), torch.ones(3))  # rewriting a file truncates it
+    assert torch.equal(h.read_tensor(str(p), "cpu"), torch.ones(3))
+
+
+def test_chunked_read_refuses_a_short_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(h, "IO_CHUNK", 64)
+    monkeypatch.setattr(h, "IO_THREADS", 4)
+    p = tmp_path / "t.d2kt"
+    h.write_tensor(str(p), torch.ones(1000))
+    data = p.read_bytes()
+    p.write_bytes(data[:-100])
+    with pytest.raises(h.HarnessError):
+        h.read_tensor(str(p), "cpu")
