@@ -9,6 +9,7 @@ speed-of-light; per task the geometric-mean speedup over eager and the verdict o
   - the expert beats the naive kernel on every workload;
   - flagged when the expert is within 10% of torch.compile on every workload (the guidance then adds little).
 Usage: python3 bench/suite_targets.py EXPERT.json [EXPERT2.json ...] [--naive NAIVE.json ...]
+       python3 bench/suite_targets.py --pairs PAIRS.json [PAIRS2.json ...]   (`--solutions expert,naive` files)
 (the JSON files `d2k eval --json` writes; several may be given, one per task). Exits 1 when a target is missed.
 """
 
@@ -35,13 +36,16 @@ def manifest_targets():
 TARGETS = manifest_targets()
 
 
-def load(paths):
-    """{task: {workload: trace}} of the timed workloads, plus {task: [statuses of every workload]}."""
+def load(paths, solution=None):
+    """{task: {workload: trace}} of the timed workloads, plus {task: [statuses of every workload]}; with
+    `solution`, only the traces of solutions so named (a pairs file holds the expert's and the naive kernel's)."""
     timed, statuses = {}, {}
     for p in paths:
         with open(p) as f:
             for rec in json.load(f):
                 for t in rec["traces"]:
+                    if solution is not None and t.get("solution") != solution:
+                        continue
                     statuses.setdefault(t["task"], []).append(t["status"])
                     if t["timed"]:
                         timed.setdefault(t["task"], {})[t["workload"]] = t
@@ -63,6 +67,8 @@ def fmt(x, unit=""):
 
 
 def main(argv):
+    pairs = "--pairs" in argv  # files of `d2k eval --solutions expert,naive`: both solutions in each
+    argv = [a for a in argv if a != "--pairs"]
     if "--naive" in argv:
         i = argv.index("--naive")
         expert_paths, naive_paths = argv[:i], argv[i + 1:]
@@ -71,8 +77,8 @@ def main(argv):
     if not expert_paths:
         print(__doc__)
         return 2
-    expert, statuses = load(expert_paths)
-    naive, _ = load(naive_paths)
+    expert, statuses = load(expert_paths, "expert" if pairs else None)
+    naive, _ = load(expert_paths if pairs else naive_paths, "naive" if pairs else None)
     missed = 0
     for task in sorted(set(expert) | set(statuses)):
         rows = expert.get(task, {})

@@ -145,7 +145,12 @@ for s in "${STEPS[@]}"; do
   case "$s" in
     tests|redteam|overhead|calibrate|agreement|jail|io) "run_$s" ;;
     experts|naive|wrong|pairs) run_suite "$s" ;;
-    targets) python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt" ;;
+    targets)
+      if compgen -G "$OUT/pairs_*.json" >/dev/null; then
+        python3 bench/suite_targets.py --pairs "$OUT"/pairs_*.json | tee "$OUT/targets.txt"
+      else
+        python3 bench/suite_targets.py "$OUT"/experts_*.json --naive "$OUT"/naive_*.json | tee "$OUT/targets.txt"
+      fi ;;
     *) echo "unknown step: $s" ;;
   esac
 done
