@@ -178,6 +178,29 @@ fs::path scratch_root() {
   return fs::temp_directory_path();
 }
 
+// Scratch folders of evaluations whose d2k is gone (killed by a timeout or a signal, so its cleanup never ran):
+// gigabytes each in /dev/shm. A folder whose owner file names no live process is removed; one without an owner
+// file is left alone (it may be being created).
+void sweep_stale_scratch(const fs::path& root) {
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.rfind("d2k-eval-", 0) != 0) continue;
+    auto owner = read_file(it->path() / "owner", 256);
+    if (!owner || owner->empty()) continue;
+    auto space = owner->find(' ');
+    int pid = 0;
+    try {
+      pid = std::stoi(owner->substr(0, space));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid > 0 && process_identity(pid) == *owner) continue;  // alive
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+  }
+}
+
 Timing parse_timing(const json& j) {
   // The worker sends null for a figure that is not finite (a stderr of one sample, a clock not probed).
   auto num = [&](const char* k) {
@@ -368,9 +391,13 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     throw std::logic_error(fmt::format("a reference run of {} offered to an evaluation of {}", shared->task, task.name));
   const bool reusing = shared && !shared->scratch.empty();
   fs::path scratch = reusing ? shared->scratch : opt.scratch;
+  bool own_scratch = false;
   if (scratch.empty()) {
     std::random_device rd;
-    scratch = scratch_root() / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
+    const auto root = scratch_root();
+    sweep_stale_scratch(root);
+    scratch = root / fmt::format("d2k-eval-{:08x}{:08x}", rd(), rd());
+    own_scratch = true;
   }
   // A scratch folder of our own is removed however the evaluation ends (inputs of big workloads take GBs); a
   // shared one goes with the SharedReference.
@@ -393,6 +420,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // in/: inputs (the solution reads them). private/: expected outputs, mode 0700, which a solution worker
   // running as another user cannot open. out/: the solution's outputs, written by it.
   for (const char* sub : {"in", "private", "out", "solution"}) fs::create_directories(scratch / sub);
+  if (own_scratch) write_file_atomic(scratch / "owner", process_identity(::getpid()));
   fs::permissions(scratch / "private", fs::perms::owner_all, fs::perm_options::replace);
   // Privilege separation: as root, the solution runs as nobody (65534) unless D2K_NO_PRIVSEP is set.
   int sol_uid = (::geteuid() == 0 && !std::getenv("D2K_NO_PRIVSEP")) ? 65534 : -1;

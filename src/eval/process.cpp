@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <grp.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
+  const pid_t parent = ::getpid();
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error(fmt::format("fork: {}", strerror(errno)));
   if (pid_ == 0) {
@@ -76,6 +78,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<
         _exit(126);
       }
     }
+    // The child dies with d2k (killed by a timeout, Ctrl-C, a crash): no worker is left holding the GPU, or
+    // running a hung solution, under the next evaluation. Set after the user switch, which clears it.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) _exit(125);
     execve(cargv[0], cargv.data(), cenv.data());
     const char msg[] = "d2k: exec failed\n";
     (void)!write(2, msg, sizeof msg - 1);
@@ -186,6 +191,23 @@ std::string ChildProcess::log_tail(std::size_t max_bytes) const {
   if (!text) return {};
   if (text->size() > max_bytes) return "..." + text->substr(text->size() - max_bytes);
   return *text;
+}
+
+std::string process_identity(int pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat", 1 << 16);
+  if (!stat) return "";
+  auto close = stat->rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return "";
+  std::size_t at = close + 1;
+  std::string field;
+  for (int f = 3; f <= 22; ++f) {  // field 3 (state) follows the name
+    auto begin = stat->find_first_not_of(' ', at);
+    if (begin == std::string::npos) return "";
+    auto end = stat->find(' ', begin);
+    field = stat->substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    at = end == std::string::npos ? stat->size() : end;
+  }
+  return fmt::format("{} {}", pid, field);
 }
 
 }  // namespace d2k

@@ -65,4 +65,8 @@ class ChildProcess {
   std::optional<ExitInfo> exit_;
 };
 
+// "PID STARTTIME" of a live process (starttime: /proc/PID/stat, field 22), or "" when there is none: a record of
+// who owns something that stays right when the pid is reused.
+std::string process_identity(int pid);
+
 }  // namespace d2k

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/files.hpp"
+#include "eval/process.hpp"
 #include "task/solution.hpp"
 #include "test_support.hpp"
 
@@ -214,6 +215,30 @@ TEST(EvalSuite, ExpertAndNaiveShareOneReferenceRun) {
   EXPECT_EQ(runs, 1u) << r.out;
   EXPECT_NE(r.out.find("reference ragged: the files of the previous evaluation"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "the shared scratch folder was left behind";
+}
+
+// Scratch folders left by a d2k that was killed (its cleanup never ran) are removed by the next evaluation; those
+// of live evaluations, and folders without an owner record, are not.
+TEST(EvalScratch, StaleFoldersOfDeadEvaluationsAreSwept) {
+  test::TempDir tmp;
+  auto root = tmp.path() / "scratch";
+  for (const char* d : {"d2k-eval-dead", "d2k-eval-live", "d2k-eval-no-owner", "not-ours"})
+    std::filesystem::create_directories(root / d / "in");
+  write_file_atomic(root / "d2k-eval-dead" / "owner", "999999999 12345");
+  write_file_atomic(root / "not-ours" / "owner", "999999999 12345");
+  write_file_atomic(root / "d2k-eval-live" / "owner", process_identity(::getpid()));
+  ASSERT_FALSE(process_identity(::getpid()).empty());
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" +
+                             (test::fixtures() / "solutions" / "triton_ok").string() + "' --workloads ragged",
+                         "D2K_SCRATCH='" + root.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(root / "d2k-eval-dead"));
+  EXPECT_TRUE(std::filesystem::exists(root / "d2k-eval-live"));
+  EXPECT_TRUE(std::filesystem::exists(root / "d2k-eval-no-owner"));
+  EXPECT_TRUE(std::filesystem::exists(root / "not-ours"));
+  std::size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root)) left += e.path().filename().string().rfind("d2k-eval-", 0) == 0;
+  EXPECT_EQ(left, 2u) << "the evaluation's own folder was left behind";
 }
 
 // check = "custom": the task's check() judges the output in a worker that never runs solution code. The toy task

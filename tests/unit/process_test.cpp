@@ -77,5 +77,37 @@ TEST(Process, GrandchildrenDieWithTheGroup) {
   EXPECT_TRUE(dead) << "the grandchild survived:\n" << status.substr(0, 200);
 }
 
+// A worker does not outlive d2k: when the process that started it dies (a `timeout` ending an evaluation), it is
+// killed, rather than left running a hung solution on the GPU under the next evaluation.
+TEST(Process, ChildDiesWithItsParent) {
+  test::TempDir tmp;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t middle = ::fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {  // stands for d2k: starts a worker, reports its pid, dies without cleaning up
+    ::close(fds[0]);
+    auto p = sh(tmp, "echo '{}' >&3; sleep 60");
+    if (p->receive(5s).outcome != ChildProcess::Outcome::response) _exit(2);
+    pid_t w = p->pid();
+    (void)!::write(fds[1], &w, sizeof w);
+    _exit(0);  // no destructor runs: the worker is not killed by us
+  }
+  ::close(fds[1]);
+  pid_t worker = 0;
+  ASSERT_EQ(::read(fds[0], &worker, sizeof worker), static_cast<ssize_t>(sizeof worker));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(middle, &st, 0);
+  bool dead = false;
+  for (int i = 0; i < 50 && !dead; ++i) {
+    auto status = read_file("/proc/" + std::to_string(worker) + "/status").value_or("");
+    dead = ::kill(worker, 0) != 0 || status.find("State:\tZ") != std::string::npos;
+    if (!dead) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(dead) << "the worker outlived the process that started it";
+  if (!dead) ::kill(worker, SIGKILL);
+}
+
 }  // namespace
 }  // namespace d2k
