@@ -53,7 +53,7 @@ def dtype_code(t):
 # Large tensors move between files and memory in chunks on a few threads: the files of the big workloads are
 # hundreds of MB each (a 64 Mi-element output and its float64 expected value: 768 MB per reference run), and one
 # thread copying device -> host -> tmpfs page by page left the machine's other cores idle.
-# Not measured on the H200 yet (bench/harness_read_speed.py prints both ways); on the 2-core development machine
+# Not measured on the H200 yet (bench/harness_io_speed.py prints both ways); on the 2-core development machine
 # threads gained nothing, so below 4 cores the chunks go one after another.
 IO_CHUNK = 64 << 20
 IO_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

@@ -431,10 +431,11 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   // Workloads and secret seeds, chosen here; the solution never learns them before its outputs are in.
   std::vector<const Workload*> selected;
   for (const auto* list : {&task.workloads, &task.correctness})
-    for (const auto& w : *list)
-      if (!(opt.correctness_only && list == &task.workloads))
+    for (const auto& w : *list) {
+      if (opt.correctness_only && list == &task.workloads) continue;
       if (opt.workloads.empty() || std::find(opt.workloads.begin(), opt.workloads.end(), w.name) != opt.workloads.end())
         selected.push_back(&w);
+    }
   for (const auto& name : opt.workloads)
     if (!task.workload(name)) throw std::runtime_error(fmt::format("task {} has no workload '{}'", task.name, name));
   int nseeds = opt.seeds > 0 ? opt.seeds : task.evaluation.seeds;

@@ -78,7 +78,8 @@ int run_eval(const std::vector<std::string>& args) {
   std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
   std::vector<std::string> workloads;
   int seeds = 0;
-  bool no_baselines = false, no_compile = false, correctness_only = false, expect = false, no_static = false, no_defenses = false;
+  bool no_baselines = false, no_compile = false, correctness_only = false, expect = false, no_static = false,
+       no_defenses = false;
   double max_time = 5;
   int call_timeout = 120, load_timeout = 180, compile_baseline_timeout = 120;
   app.add_option("TASK", task_id, "task name, folder, number or path");
