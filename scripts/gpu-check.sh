@@ -42,6 +42,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFI
   >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 TARGETS=(--target d2k d2k-worker)
 want tests && TARGETS+=(d2k_tests d2k_timing_tests d2k_gpu_tests d2k_sandbox_tests)
+want io && TARGETS+=(d2k_bench_compare)
 cmake --build build-gpu -j 16 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 ctest_rc=0
@@ -97,6 +98,9 @@ run_overhead() {
 run_io() {
   step "the harness's tensor file I/O: one thread vs the I/O threads (512 MiB of float64 from the GPU)"
   timeout "$(bounded 120)" python3 bench/harness_io_speed.py 512 2>&1 | tee -a "$OUT/summary.txt"
+  # the supervisor's side: reading an output and its float64 expected value (64 Mi elements), then the compare
+  [[ -x build-gpu/bench/d2k_bench_compare ]] &&
+    timeout "$(bounded 60)" build-gpu/bench/d2k_bench_compare 67108864 /dev/shm 2>&1 | tee -a "$OUT/summary.txt"
 }
 
 run_jail() {

@@ -44,8 +44,15 @@ struct HostTensor {
   double at(std::size_t i) const;  // element i as a double (NaN and Inf preserved)
 };
 
+// How the data of a large file is read: in chunks, on up to `threads` threads (below 4 hardware threads, one).
+struct TensorReadOptions {
+  std::size_t chunk_bytes = std::size_t(64) << 20;
+  unsigned threads = 0;  // 0: min(8, hardware threads), and 1 below 4
+};
+
 // Throws std::runtime_error naming the file and the problem.
-HostTensor read_tensor_file(const std::filesystem::path& path, std::size_t max_bytes = std::size_t(64) << 30);
+HostTensor read_tensor_file(const std::filesystem::path& path, std::size_t max_bytes = std::size_t(64) << 30,
+                            const TensorReadOptions& io = {});
 void write_tensor_file(const std::filesystem::path& path, const HostTensor& t);
 
 double bf16_to_double(uint16_t bits);

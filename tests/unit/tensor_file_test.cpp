@@ -65,5 +65,25 @@ TEST(TensorFile, LowPrecisionDecoding) {
   EXPECT_TRUE(std::isinf(fp8_e5m2_to_double(0x7C)));
 }
 
+// Large files are read in chunks on several threads; every chunk lands where it belongs, and a short file is
+// refused however the chunks fall.
+TEST(TensorFile, ChunkedReadOnThreads) {
+  test::TempDir tmp;
+  HostTensor t;
+  t.dtype = DType::int32;
+  t.shape = {10007};
+  t.data.resize(4 * 10007);
+  for (int32_t i = 0; i < 10007; ++i) std::memcpy(t.data.data() + 4 * i, &i, 4);
+  auto p = tmp.path() / "big.d2kt";
+  write_tensor_file(p, t);
+  for (unsigned threads : {1u, 3u, 8u}) {
+    auto r = read_tensor_file(p, std::size_t(1) << 30, {.chunk_bytes = 1000, .threads = threads});
+    ASSERT_EQ(r.data.size(), t.data.size());
+    EXPECT_EQ(std::memcmp(r.data.data(), t.data.data(), t.data.size()), 0) << threads << " threads";
+  }
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 1);
+  EXPECT_THROW(read_tensor_file(p, std::size_t(1) << 30, {.chunk_bytes = 1000, .threads = 4}), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace d2k
