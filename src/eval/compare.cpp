@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
+
+#include "core/parallel.hpp"
 
 namespace d2k {
 
@@ -39,16 +40,7 @@ void load_doubles(const HostTensor& t, std::size_t begin, std::size_t count, dou
 // Runs body(chunk, begin, end) for every chunk of [0, n), on up to 16 threads.
 template <class Body>
 void for_chunks(std::size_t n, Body body) {
-  const std::size_t chunks = (n + kChunk - 1) / kChunk;
-  auto work = [&](std::atomic<std::size_t>& next) {
-    for (std::size_t c; (c = next.fetch_add(1)) < chunks;) body(c, c * kChunk, std::min(n, (c + 1) * kChunk));
-  };
-  std::atomic<std::size_t> next{0};
-  std::size_t threads = std::min<std::size_t>({chunks, 16, std::max(1u, std::thread::hardware_concurrency())});
-  std::vector<std::thread> pool;
-  for (std::size_t i = 1; i < threads; ++i) pool.emplace_back([&] { work(next); });
-  work(next);
-  for (auto& th : pool) th.join();
+  d2k::for_chunks(n, kChunk, std::min(16u, std::max(1u, std::thread::hardware_concurrency())), body);
 }
 
 struct ChunkStats {

@@ -599,7 +599,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   const bool compile_ahead = ev.gpu && opt.baselines && opt.compile_baseline && pre_compile.proc != nullptr;
   std::vector<const Workload*> compile_queue;  // compile requests sent, replies not read yet
   auto queue_compile = [&](const Workload& w, const json& inputs) {
-    if (!compile_ahead || !w.timed || !pre_compile.proc) return;
+    if (!compile_ahead || !w.timed) return;
     if (pre_compile.proc->send({{"op", "compile"}, {"reference_path", (task.dir / "reference.py").string()},
                                 {"workload", workload_json(w)}, {"inputs", inputs}, {"params", params_json(task)},
                                 {"input_files", ref_files[w.name][0]["inputs"]}}))

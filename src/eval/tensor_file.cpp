@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/parallel.hpp"
+
 namespace d2k {
 namespace {
 constexpr char kMagic[8] = {'D', '2', 'K', 'T', 1, 0, 0, 0};
@@ -134,24 +136,13 @@ HostTensor read_tensor_file(const std::filesystem::path& path, std::size_t max_b
   if (static_cast<std::size_t>(st.st_size) > start + bytes) throw fail("trailing bytes after the data");
   t.data.resize(bytes);
   // A large file (an output and its float64 expected value: 768 MB per check of a 64 Mi-element workload) is
-  // read in chunks on several threads: one thread copying from the page cache left the other cores idle.
-  const std::size_t chunk = std::max<std::size_t>(1, io.chunk_bytes);
-  const std::size_t chunks = (bytes + chunk - 1) / chunk;
-  unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  unsigned threads = io.threads ? io.threads : (hw < 4 ? 1u : std::min(8u, hw));
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, chunks));
-  std::atomic<std::size_t> next{0};
+  // read in chunks on several threads where there are 4 or more (bench: d2k_bench_compare prints both ways).
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::atomic<bool> short_read{false};
-  auto work = [&] {
-    for (std::size_t c; (c = next.fetch_add(1)) < chunks && !short_read;) {
-      std::size_t off = c * chunk, n = std::min(chunk, bytes - off);
-      if (!read_at(t.data.data() + off, n, start + off)) short_read = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
+  for_chunks(bytes, io.chunk_bytes, io.threads ? io.threads : (hw < 4 ? 1u : std::min(8u, hw)),
+             [&](std::size_t, std::size_t begin, std::size_t end) {
+               if (!short_read && !read_at(t.data.data() + begin, end - begin, start + begin)) short_read = true;
+             });
   if (short_read) throw fail("truncated data");
   return t;
 }

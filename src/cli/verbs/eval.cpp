@@ -257,7 +257,6 @@ int run_eval(const std::vector<std::string>& args) {
     j["d2k_version"] = build::version;
     j["suite_version"] = suite->version;
     all.push_back(j);
-    if (!expect) save_json();
     if (expect) {
       // A known-bad solution is caught when some workload gets its expected status.
       bool caught = std::any_of(ev.traces.begin(), ev.traces.end(), [&](const auto& t) {
@@ -266,11 +265,11 @@ int run_eval(const std::vector<std::string>& args) {
       fmt::print("{}: expected {}, {}\n", sol->name, sol->expect ? status_name(*sol->expect) : "?",
                  caught ? "got it" : "NOT GOT");
       if (!caught) rc = kFailed;
-      save_json();
     } else {
       for (const auto& t : ev.traces)
         if (t.skipped.empty() && t.status != Status::passed) rc = kFailed;
     }
+    save_json();
   }
   if (targets_judged > 1)
     fmt::print("\ntargets met on {} of {} tasks{}\n", targets_met, targets_judged,
