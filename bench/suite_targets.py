@@ -52,7 +52,8 @@ def load(paths, solution=None):
                 if rec.get("environment", {}).get("gpu"):
                     gpus.add(rec["environment"]["gpu"])
                 for t in rec["traces"]:
-                    if solution is not None and t.get("solution") != solution:
+                    name = t.get("solution")  # {"name", "language", "sha256"} in d2k eval's records
+                    if solution is not None and (name.get("name") if isinstance(name, dict) else name) != solution:
                         continue
                     statuses.setdefault(t["task"], []).append(t["status"])
                     if t["timed"]:
@@ -74,9 +75,23 @@ def fmt(x, unit=""):
     return "-" if x is None else f"{x:.4g}{unit}"
 
 
+def one_line(message, limit=200):
+    """The first non-empty line of a message, cut to `limit` characters (a compiler's traceback is not a figure)."""
+    line = next((l.strip() for l in str(message).splitlines() if l.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def grouped(reasons):
+    """{reason: [workloads]} from {workload: reason}, in first-seen order."""
+    out = {}
+    for w, why in reasons.items():
+        out.setdefault(why, []).append(w)
+    return out
+
+
 def summarize(task, rows, naive_rows, statuses, targets):
     """The figures and verdicts of one task."""
-    out = {"task": task, "rows": [], "skipped": {}}
+    out = {"task": task, "rows": [], "skipped": {}, "naive_failed": {}}
     speedups, beats_naive, near_compile = [], [], []
     largest, largest_size = None, -1
     for w, t in rows.items():
@@ -90,7 +105,10 @@ def summarize(task, rows, naive_rows, statuses, targets):
                "vs_eager": eager / e if e and eager else None, "compile": comp,
                "vs_compile": comp / e if e and comp else None, "sol": perf.get("pct_speed_of_light")}
         if perf.get("torch_compile_skipped"):
-            out["skipped"][w] = perf["torch_compile_skipped"]
+            out["skipped"][w] = one_line(perf["torch_compile_skipped"])
+        nt = naive_rows.get(w)
+        if nt is not None and nt.get("status") != "passed":
+            out["naive_failed"][w] = f"{nt.get('status')}: {one_line(nt.get('message', ''))}"
         out["rows"].append(row)
         speedups.append(row["vs_eager"])
         beats_naive.append(row["vs_naive"] is not None and row["vs_naive"] > 1)
@@ -118,6 +136,8 @@ def print_summary(s):
         print(f"{r['workload']:<34} {fmt(r['expert']):>10} {fmt(r['naive']):>10} {fmt(r['vs_naive'], 'x'):>8} "
               f"{fmt(r['eager']):>10} {fmt(r['vs_eager'], 'x'):>8} {fmt(r['compile']):>10} "
               f"{fmt(r['vs_compile'], 'x'):>10} {fmt(r['sol']):>6}")
+    for why, ws in grouped(s["naive_failed"]).items():
+        print(f"  naive kernel on {', '.join(ws)}: {why}")
     for name, ok in s["checks"]:
         print(f"  [{'ok' if ok else 'MISSED'}] {name}")
     if s["flag"]:
@@ -135,9 +155,11 @@ def readme_section(s, gpu, date, command):
                      f"{fmt(r['eager'])} | {fmt(r['vs_eager'], 'x')} | {fmt(r['compile'])} | "
                      f"{fmt(r['vs_compile'], 'x')} | {fmt(r['sol'], '%')} |")
     lines.append("")
-    for w, why in s["skipped"].items():
-        lines.append(f"torch.compile on {w}: {why}.")
-    if s["skipped"]:
+    for why, ws in grouped(s["skipped"]).items():
+        lines.append(f"- torch.compile on {', '.join(ws)}: {why.rstrip('.')}.")
+    for why, ws in grouped(s["naive_failed"]).items():
+        lines.append(f"- naive kernel on {', '.join(ws)}: {why.rstrip('.')}.")
+    if s["skipped"] or s["naive_failed"]:
         lines.append("")
     lines += [f"- [{'ok' if ok else 'MISSED'}] {name}" for name, ok in s["checks"]]
     if s["flag"]:
@@ -222,6 +244,9 @@ def main(argv):
         print(__doc__)
         return 2
     expert, statuses, gpus = load(expert_paths, "expert" if pairs else None)
+    if not statuses:
+        print("suite_targets: no trace of an expert solution in " + ", ".join(expert_paths), file=sys.stderr)
+        return 2
     naive, _, _ = load(expert_paths if pairs else naive_paths, "naive" if pairs else None)
     missed = 0
     for task in sorted(set(expert) | set(statuses)):

@@ -13,6 +13,7 @@ import math
 import os
 import struct
 import sys
+import threading
 import time
 import traceback
 
@@ -50,13 +51,21 @@ def dtype_code(t):
     raise HarnessError("incorrect_dtype", f"dtype {t} is not a d2k dtype")
 
 
+# A reference call slower than this is timed without warm-up samples: the call before the samples and the
+# timer's own unblocked call already warm it, and three more calls of a seconds-long Python loop (task 004's
+# eager reference) cost the evaluation tens of seconds without changing its median.
+SLOW_CALL_S = 0.5
+
 # Large tensors move between files and memory in chunks on a few threads: the files of the big workloads are
 # hundreds of MB each (a 64 Mi-element output and its float64 expected value: 768 MB per reference run), and one
-# thread copying device -> host -> tmpfs page by page left the machine's other cores idle.
-# Not measured on the H200 yet (bench/harness_io_speed.py prints both ways); on the 2-core development machine
-# threads gained nothing, so below 4 cores the chunks go one after another.
+# thread copying device -> host -> tmpfs page by page left the machine's other cores idle. On the H200 (16 cores,
+# 2026-12-03, bench/harness_io_speed.py) the threads alone gained little (512 MiB written in 0.60 -> 0.46 s, read
+# in 0.50 -> 0.48 s): the pageable device <-> host copy was the bottleneck, so device tensors now move through a
+# pinned buffer per thread (STAGING bytes). Below 4 cores the chunks go one after another.
 IO_CHUNK = 64 << 20
+STAGING = 16 << 20
 IO_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+_tls = threading.local()
 _io_pool = None
 
 
@@ -78,6 +87,16 @@ def _chunks(n):
     return [(a, min(n, a + IO_CHUNK)) for a in range(0, n, IO_CHUNK)]
 
 
+def _staging(nbytes):
+    """This thread's pinned host buffer (STAGING bytes, allocated once) and its CUDA stream: copies from and to
+    pinned memory are DMA transfers, where a pageable tensor's .cpu() or .to("cuda") is staged by the driver."""
+    st = getattr(_tls, "staging", None)
+    if st is None or st[0].numel() < nbytes:
+        st = _tls.staging = (torch.empty(max(nbytes, STAGING), dtype=torch.uint8, pin_memory=True),
+                             torch.cuda.Stream())
+    return st[0][:nbytes], st[1]
+
+
 def write_tensor(path, t):
     t = t.detach().contiguous()
     code = dtype_code(t.dtype)
@@ -94,9 +113,22 @@ def write_tensor(path, t):
                 done = os.pwrite(fd, view, off)
                 view, off = view[done:], off + done
 
+        def put_chunk(a, b):  # each chunk copied to the host by the thread that writes it, no whole-tensor copy
+            if not raw.is_cuda:
+                put(raw[a:b].numpy(), len(head) + a)
+                return
+            for c in range(a, b, STAGING):
+                host, stream = _staging(min(b, c + STAGING) - c)
+                with torch.cuda.stream(stream):
+                    host.copy_(raw[c:c + host.numel()], non_blocking=True)
+                stream.synchronize()
+                put(host.numpy(), len(head) + c)
+
         put(head, 0)
-        if raw is not None:  # each chunk copied to the host by the thread that writes it, no whole-tensor copy
-            _io_map(lambda a, b: put(raw[a:b].cpu().numpy(), len(head) + a), _chunks(raw.numel()))
+        if raw is not None:
+            if raw.is_cuda:  # the tensor was written on the caller's stream; the I/O threads copy on their own
+                torch.cuda.current_stream(raw.device).synchronize()
+            _io_map(put_chunk, _chunks(raw.numel()))
     finally:
         os.close(fd)
 
@@ -123,21 +155,40 @@ def read_tensor(path, device):
             raise HarnessError("runtime_error", f"{path}: the data does not match the header's shape")
         if nbytes == 0:
             return torch.empty(shape, dtype=dt, device=device)
-        buf = bytearray(nbytes)
-        view = memoryview(buf)
 
-        def get(a, b):
-            while a < b:
-                got = os.preadv(fd, [view[a:b]], start + a)
+        def read_into(view, off):  # fills view with the data bytes from offset off on
+            done = 0
+            while done < len(view):
+                got = os.preadv(fd, [view[done:]], start + off + done)
                 if got <= 0:
                     raise HarnessError("runtime_error", f"{path}: the file ended early")
-                a += got
+                done += got
+
+        if torch.device(device).type == "cuda":
+            raw = torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+            def get(a, b):  # file -> this thread's pinned buffer -> device, piece by piece
+                for c in range(a, b, STAGING):
+                    host, stream = _staging(min(b, c + STAGING) - c)
+                    read_into(memoryview(host.numpy()), c)
+                    with torch.cuda.stream(stream):
+                        raw[c:c + host.numel()].copy_(host, non_blocking=True)
+                    stream.synchronize()  # before the buffer is refilled, and before the caller uses raw
+
+            # raw's memory came from the caller's stream: nothing queued there may still use it
+            torch.cuda.current_stream(raw.device).synchronize()
+        else:
+            buf = bytearray(nbytes)
+            raw = torch.frombuffer(buf, dtype=torch.uint8)
+            view = memoryview(buf)
+
+            def get(a, b):
+                read_into(view[a:b], a)
 
         _io_map(get, _chunks(nbytes))
     finally:
         os.close(fd)
-    raw = torch.frombuffer(buf, dtype=torch.uint8)
-    return raw.view(dt).reshape(shape).to(device)
+    return raw.view(dt).reshape(shape)
 
 
 def load_module(path, name):
@@ -330,8 +381,11 @@ class Worker:
 
         # The reference is trusted and may synchronize (e.g. .item() on sizes): no blocking kernel.
         cfg = dict(req.get("timing", {}), block_stream=False)
+        t0 = time.perf_counter()
         launch()  # warm-up outside the samples
         sync(self.device)
+        if time.perf_counter() - t0 > SLOW_CALL_S:
+            cfg["warmup_samples"] = 0
         reply = {"timing": self.measure(launch, cfg)}
         if compile_s is not None:
             reply["compile_s"] = compile_s  # the evaluator's overhead is counted beyond compilation

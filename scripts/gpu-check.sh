@@ -97,6 +97,9 @@ run_overhead() {
 
 run_io() {
   step "the harness's tensor file I/O: one thread vs the I/O threads (512 MiB of float64 from the GPU)"
+  # the pinned staging path round-trips device tensors exactly (it skips on a machine without CUDA)
+  timeout "$(bounded 120)" python3 -m pytest -q -p no:cacheprovider tests/python/test_harness_tensor_io.py 2>&1 \
+    | tail -3 | tee -a "$OUT/summary.txt"
   timeout "$(bounded 120)" python3 bench/harness_io_speed.py 512 2>&1 | tee -a "$OUT/summary.txt"
   # the supervisor's side: reading an output and its float64 expected value (64 Mi elements), then the compare
   [[ -x build-gpu/bench/d2k_bench_compare ]] &&

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 
 #include "core/expr.hpp"
 #include "core/files.hpp"
@@ -591,6 +592,9 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   std::map<std::string, std::pair<std::optional<Timing>, std::optional<Timing>>> baselines;
   std::map<std::string, std::string> compile_skipped;
   std::string gave_up;  // after one compilation ran out of time, the task's other shapes are not tried
+  // Shapes compiled ahead: a later timeout kills the worker that held them, but they compiled within the
+  // limit once (and their Inductor cache is warm), so they are compiled again rather than given up.
+  std::set<std::string> compiled_ahead;
   json timing_cfg = {{"mode", opt.timing_mode}, {"max_rel_stderr", opt.max_rel_stderr},
                      {"max_wall_time_s", opt.max_time_per_workload_s}};
   // torch.compile's compilations (CPU work: seconds to minutes per shape) run in the compile worker while the
@@ -658,7 +662,10 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r.outcome == ChildProcess::Outcome::response && r.body.value("ok", false)) {
         if (r.body.contains("compile_s") && r.body["compile_s"].is_number()) worked += r.body["compile_s"].get<double>();
-        if (r.body.contains("skipped")) compile_skipped[w.name] = r.body["skipped"];
+        if (r.body.contains("skipped"))
+          compile_skipped[w.name] = r.body["skipped"];
+        else
+          compiled_ahead.insert(w.name);
         continue;
       }
       compile_skipped[w.name] =
@@ -703,7 +710,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     bool first = true;
     for (const auto* w : selected) {
       if (!w->timed || compile_skipped.count(w->name)) continue;
-      if (!gave_up.empty()) {
+      if (!gave_up.empty() && !compiled_ahead.count(w->name)) {
         compile_skipped[w->name] = gave_up;
         continue;
       }

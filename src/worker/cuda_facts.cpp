@@ -81,6 +81,7 @@ PyObject* run_timing(PyObject* fn, unsigned long long stream, PyObject* cfg, boo
   tc.criterion.min_gpu_time_s = cfg_double(cfg, "min_gpu_time_s", tc.criterion.min_gpu_time_s);
   tc.criterion.min_samples = static_cast<std::size_t>(cfg_double(cfg, "min_samples", 10));
   tc.block_stream = cfg_double(cfg, "block_stream", 1.0) != 0.0;
+  tc.warmup_samples = static_cast<std::size_t>(cfg_double(cfg, "warmup_samples", 3));
   timing::LaunchFn launch = [fn](void*) {
     PyObject* r = PyObject_CallObject(fn, nullptr);
     if (!r) throw PythonRaised();

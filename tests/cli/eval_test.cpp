@@ -34,8 +34,10 @@ TEST_P(EvalSolution, GetsItsExpectedStatus) {
     GTEST_SKIP() << "not root: no privilege separation, so this cheat would succeed (see docs/EVALUATOR.md)";
   test::TempDir tmp;
   auto json_path = tmp.path() / "traces.json";
-  // The red-team fixtures (gpu_*) run on the 0.2 ms workload, where hidden work is far above the timer's noise.
-  std::string workloads = GetParam().rfind("gpu_", 0) == 0 ? "ragged,huge" : "ragged,big";
+  // The red-team fixtures (gpu_*) run on the 0.2 ms workload, where hidden work is far above the timer's noise;
+  // so does the honest one whose 256 MiB of scratch there once looked like hidden work.
+  std::string workloads =
+      GetParam().rfind("gpu_", 0) == 0 || GetParam() == "cuda_async_scratch" ? "ragged,huge" : "ragged,big";
   auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" + dir.string() +
                              "' --workloads " + workloads + " --json '" + json_path.string() +
                              "' --call-timeout 20 --max-time 2 --no-compile-baseline --no-static-checks",

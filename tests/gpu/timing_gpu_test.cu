@@ -215,6 +215,27 @@ TEST_F(TimingGpu, WallClockCrossCheck) {
   EXPECT_LT(best, r.stats.median + 1.0);
 }
 
+TEST_F(TimingGpu, StreamOrderedScratchStaysInsideTheBracket) {
+  // An honest launch that takes its scratch with cudaMallocAsync and returns it with cudaFreeAsync (the
+  // naive add + RMSNorm + FP8 kernel of task 006) must pass the evaluator's bracket check: before the timer
+  // kept the pool's memory, the OS unmap at the sample's synchronization landed in the bracket.
+  ColdTimer timer;
+  const std::size_t bytes = std::size_t(256) << 20;
+  const TimingResult r = timer.measure_cold(
+      [&](void* s) {
+        void* p = nullptr;
+        CHECK_CUDA(cudaMallocAsync(&p, bytes, as_stream(s)));
+        CHECK_CUDA(cudaMemsetAsync(p, 7, bytes, as_stream(s)));
+        CHECK_CUDA(cudaFreeAsync(p, as_stream(s)));
+      },
+      stream_);
+  print("malloc/memset/free 256 MiB", r);
+  std::printf("[ timing   ] scratch 256 MiB: events %.4f ms, bracket %.4f ms, bracket overhead %.4f ms\n",
+              r.stats.median, r.bracket_median_ms, r.bracket_overhead_ms);
+  // The evaluator's rule (src/eval/evaluator.cpp integrity_checks), with its default slack of 0.02 ms.
+  EXPECT_LE(r.bracket_median_ms, 1.25 * r.stats.median + 2 * r.bracket_overhead_ms + 0.02);
+}
+
 // Last: the illegal address poisons the context, so it runs in a child process of its own.
 TEST_F(TimingGpu, IllegalAddressSurfacesAsAnError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-executes the binary: no CUDA state across fork

@@ -72,3 +72,39 @@ def test_chunked_read_refuses_a_short_file(tmp_path, monkeypatch):
     p.write_bytes(data[:-100])
     with pytest.raises(h.HarnessError):
         h.read_tensor(str(p), "cpu")
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the pinned staging path is not run")
+
+
+@needs_cuda
+@pytest.mark.parametrize("n", [1, 4096, 3 * 4096 + 5])
+@pytest.mark.parametrize("threads", [1, 4])
+def test_device_round_trip_through_pinned_staging(tmp_path, monkeypatch, n, threads):
+    """Device tensors go file <-> pinned buffer <-> device in pieces smaller than a chunk, on the I/O threads."""
+    monkeypatch.setattr(h, "IO_CHUNK", 4096)
+    monkeypatch.setattr(h, "STAGING", 1024)
+    monkeypatch.setattr(h, "IO_THREADS", threads)
+    x = torch.randn(n, dtype=torch.float64, device="cuda")
+    p = tmp_path / "t.d2kt"
+    h.write_tensor(str(p), x * 2)  # written on the current stream just before: the copy must wait for it
+    y = h.read_tensor(str(p), "cuda")
+    assert y.is_cuda and y.shape == x.shape
+    assert torch.equal(y, x * 2)
+    assert torch.equal(h.read_tensor(str(p), "cpu"), (x * 2).cpu())
+
+
+@needs_cuda
+def test_device_read_does_not_race_queued_work(tmp_path):
+    """The block read_tensor fills may have just been freed by work still queued on the caller's stream."""
+    p = tmp_path / "t.d2kt"
+    ref = torch.arange(1 << 20, dtype=torch.float32)
+    h.write_tensor(str(p), ref)
+    for _ in range(3):
+        a = torch.ones(1 << 20, device="cuda")
+        for _ in range(200):  # a queue of kernels that still writes a's block when it is freed
+            a.mul_(1.0001)
+        del a
+        y = h.read_tensor(str(p), "cuda")
+        torch.cuda.synchronize()
+        assert torch.equal(y.cpu(), ref)

@@ -21,7 +21,8 @@ def trace(solution, workload, median, eager=None, compiled=None, sol=None):
         perf["torch_compile_skipped"] = "torch.compile ran past 60 s"
     if sol is not None:
         perf["pct_speed_of_light"] = sol
-    return {"task": "toy", "workload": workload, "solution": solution, "timed": True, "status": "passed",
+    return {"task": "toy", "workload": workload, "timed": True, "status": "passed",
+            "solution": {"name": solution, "language": "triton", "sha256": "0" * 64},  # as d2k eval writes it
             "performance": perf}
 
 
@@ -72,7 +73,7 @@ def test_record_writes_readme_and_header_once(tmp_path):
     assert readme.startswith("# toy\n\nWhat the agent reads.\n\n" + st.MARKER)
     assert readme.count(st.MARKER) == 1
     assert "| big | 2 | 5 | 2.5x | 9 | 4.5x | - | - | 55% |" in readme
-    assert "torch.compile on big: torch.compile ran past 60 s." in readme
+    assert "- torch.compile on big: torch.compile ran past 60 s." in readme
     assert "NVIDIA H200, 2026-12-03" in readme
     src = (task / "expert" / "solution.py").read_text()
     assert "pending" not in src
@@ -93,3 +94,24 @@ def test_record_keeps_the_comment_prefix_of_a_cuda_header(tmp_path):
     body = src.split("\n")[2:-3]
     assert body and all(line.startswith(" * ") for line in body), src
     assert src.endswith(" */\n#include <x>\n")
+
+
+def test_failures_are_one_line_each_and_grouped(tmp_path, capsys):
+    """A naive kernel that failed is named with its status (its missing figure is not a silent '-'), and a
+    compiler's multi-line error is recorded as its first line, once for all the workloads it hit."""
+    task, pairs = make_tree(tmp_path, HEADER)
+    data = json.loads(pairs.read_text())
+    for t in data[0]["traces"]:
+        t["performance"].pop("torch_compile", None)
+        t["performance"]["torch_compile_skipped"] = "torch.compile failed: InductorError: TypeError\n\nSet VERBOSE=1\n."
+    naive_big = data[1]["traces"][1]
+    naive_big.update(status="compliance_violation", message="events say 0.1 ms but the device was busy 0.3 ms\nmore")
+    naive_big["performance"] = {}
+    pairs.write_text(json.dumps(data))
+    assert st.main(["--pairs", str(pairs), "--tasks", str(tmp_path / "tasks"), "--record"]) == 1
+    out = capsys.readouterr().out
+    assert "naive kernel on big: compliance_violation: events say 0.1 ms but the device was busy 0.3 ms" in out
+    readme = (task / "README.md").read_text()
+    assert "- torch.compile on small, big: torch.compile failed: InductorError: TypeError." in readme
+    assert "VERBOSE" not in readme and "more" not in readme
+    assert "- naive kernel on big: compliance_violation: events say 0.1 ms but the device was busy 0.3 ms." in readme

@@ -104,7 +104,8 @@ int run_eval(const std::vector<std::string>& args) {
                "only the task's correctness workloads, untimed (known-bad solutions need no timing: --solutions wrong)");
   app.add_option("--compile-baseline-timeout", compile_baseline_timeout,
                  "seconds torch.compile of the reference may take on one workload, timing included (default 120); "
-                 "past it the baseline is absent for the task's remaining workloads too")
+                 "past it the baseline is absent for that workload and for those not compiled yet (the ones compiled before "
+                 "are compiled again in a fresh worker)")
       ->check(CLI::PositiveNumber);
   std::string worker_sandbox = "auto";
   app.add_option("--worker-sandbox", worker_sandbox,

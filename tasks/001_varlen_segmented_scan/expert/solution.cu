@@ -17,7 +17,12 @@
  *    accumulation throughout; a dedicated look-back warp that examines 32 predecessors at once and loads their
  *    values together, while the 8 data warps' loads are in flight; 64 KB tiles, two CTAs per SM.
  *
- * Measured: not yet measured on the H200 with `d2k eval` (issue 8); figures go here with GPU and date.
+ * Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+ * --compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 0.1118 / 0.1083 /
+ * 0.2326 / 0.03136 ms on long_8seq_1m_h32 / packed_2048seq_1m_h32 / long_64seq_4m_h16 / decode_mix_16kseq_h32;
+ * 3272x / 3456x / 6160x / 1.579e+04x over eager (geometric mean 5759x, target 3.0x); 53.89% of speed-of-light on
+ * long_64seq_4m_h16; naive kernel 11.9 / 1.887 / 7.588 / 0.09334 ms (expert 106.4x / 17.43x / 32.63x / 2.977x
+ * faster); torch.compile - / - / - / - ms.
  */
 #include "d2k/solution.h"
 

@@ -16,7 +16,12 @@ Design:
     most keys), so long tiles start first and short ones fill the tail; exp2 with log2(e) folded into the scale;
     128-row tiles, 64-key blocks, 8 warps, 3 pipeline stages; bf16 tensor-core dots with fp32 accumulation.
 
-Measured: pending H200 run through d2k eval.
+Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+--compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 1.34 / 0.3699 / 2.805
+/ 2.55 ms on llama3_8b_4seq_16k / llama3_8b_32seq_16k / llama3_70b_2seq_12k / qwen2_7b_4seq_24k; 35.23x / 24.74x /
+28.69x / 36.02x over eager (geometric mean 30.81x, target 3.0x); 55.27% of speed-of-light on llama3_70b_2seq_12k;
+naive kernel 3.879 / 0.7681 / 8.486 / 7.37 ms (expert 2.894x / 2.077x / 3.025x / 2.891x faster); torch.compile 28.04
+/ 4.563 / 34.75 / 48.76 ms.
 """
 
 import torch

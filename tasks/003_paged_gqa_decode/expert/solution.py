@@ -20,7 +20,12 @@ Design:
     fastest in the grid, so the HKV programs of one chunk read the neighbouring 256-byte head slices of the same
     cache rows together; programs past the end of their sequence exit at once; int64 cache offsets.
 
-Measured: pending H200 run through d2k eval.
+Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+--compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 0.4045 / 0.2304 /
+0.291 / 0.1778 ms on llama3_8b_b64_ctx6k / llama3_8b_b8_ctx24k / llama3_70b_b64_ctx4k_page64 / qwen2_7b_b128_ctx2k;
+42.47x / 27.67x / 62.2x / 192.9x over eager (geometric mean 61.27x, target 3.0x); 93% of speed-of-light on
+llama3_8b_b64_ctx6k; naive kernel 2.512 / 3.55 / 2.837 / 1.49 ms (expert 6.209x / 15.41x / 9.751x / 8.379x faster);
+torch.compile - / - / - / - ms.
 """
 
 import torch

@@ -22,7 +22,12 @@ Design:
    all R draws (never seen: the pivot interval is below one ulp long before) returns its argmax, a member of
    every kept set.
 
-Measured: pending H200 run through d2k eval.
+Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+--compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 0.08214 / 0.5449 /
+0.5775 / 0.4042 ms on llama2_b64_v32000 / llama3_b256_v128256 / qwen2_b128_v151936 / llama3_b16_v128256; 7.135x /
+7.647x / 5.813x / 1.971x over eager (geometric mean 5x, target 3.0x); 5.628% of speed-of-light on
+llama3_b256_v128256; naive kernel 0.6927 / 4.473 / 3.778 / 2.815 ms (expert 8.433x / 8.21x / 6.543x / 6.964x
+faster); torch.compile - / - / - / - ms.
 """
 
 import triton

@@ -17,10 +17,12 @@ Design:
    (A, B, X) stored in bf16 and every epilogue computed in fp32; grouped (swizzled) tile order for the B X
    GEMM, row-major lower-triangle order for the symmetric kernel (consecutive tiles share their row panel).
 
-Measured (NVIDIA H200, 2026-12-02, `d2k eval 008 --solutions expert --seeds 1 --max-time 2`, docs/MEASUREMENTS.md):
-5.37 / 7.25 / 1.44 / 3.13 ms on the four timed workloads, 1.25x / 1.37x / 1.23x / 1.65x over eager
-(geometric mean 1.36x), 64% / 68% / 48% / 63% of the calibrated bf16 rate (803 TFLOP/s). The naive kernel and
-torch.compile are not measured yet.
+Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+--compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 5.489 / 7.363 / 1.446
+/ 3.144 ms on attn_qo_2x4096x4096 / mlp_up_14336x4096 / attn_kv_8x1024x4096 / mlp_gate_4x5632x2048; 1.157x / 1.373x
+/ 1.29x / 1.695x over eager (geometric mean 1.365x, target 1.3x); 67.25% of speed-of-light on mlp_up_14336x4096;
+naive kernel 7.921 / 10.63 / 1.583 / 4.12 ms (expert 1.443x / 1.444x / 1.095x / 1.31x faster); torch.compile 6.852 /
+9.121 / 1.816 / 4.654 ms.
 """
 
 import torch
