@@ -3,7 +3,8 @@
 # tests included), measures the evaluator, evaluates the suite's solutions, and prints a short table last.
 # Logs and traces go to $OUT (or out/) for fetching.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail io overhead calibrate agreement experts naive pairs wrong targets
+#   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail io overhead calibrate agreement experts naive pairs wrong
+#                                      candidates (bench/candidates/*) targets
 #                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
@@ -147,10 +148,23 @@ run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then it
   done
 }
 
+run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, evaluated with every timed workload
+  for dir in bench/candidates/*/; do
+    local name task
+    name=$(basename "$dir")
+    task=${name%%_*}
+    if (($(left) < 15)); then echo "deadline: candidate $name not run" | tee -a "$OUT/summary.txt"; continue; fi
+    step "candidate $name (task $task)"
+    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" "$dir" ${SUITE_ARGS:-} \
+      --json "$OUT/candidate_$name.json" 2>&1 | tee -a "$OUT/candidates.log" | grep -vE "$progress_lines" \
+      | tee -a "$OUT/summary.txt"
+  done
+}
+
 # The steps run in the order given.
 for s in "${STEPS[@]}"; do
   case "$s" in
-    tests|redteam|overhead|calibrate|agreement|jail|io) "run_$s" ;;
+    tests|redteam|overhead|calibrate|agreement|jail|io|candidates) "run_$s" ;;
     experts|naive|wrong|pairs) run_suite "$s" ;;
     targets)
       if compgen -G "$OUT/pairs_*.json" >/dev/null; then
