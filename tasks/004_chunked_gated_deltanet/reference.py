@@ -88,24 +88,33 @@ def generate_inputs(axes, params, seed, device):
 
 
 def reference(q, k, v, g, beta, cu_seqlens, *, scale, eps):
-    """Plain eager PyTorch: per sequence, token by token, the state of all heads at once."""
+    """Plain eager PyTorch, token by token: the sequences advance together (step i updates every sequence still
+    running with its own i-th token), the states of all of them and of all heads at once."""
     T, H, K = q.shape
     V = v.shape[2]
     out_dtype = q.dtype  # bfloat16 as generated; float64 for the expected outputs
-    # The state in float32 at least (float64 when the inputs are float64).
     acc = torch.promote_types(q.dtype, torch.float32)
     q, k, v, g, beta = q.to(acc), k.to(acc), v.to(acc), g.to(acc), beta.to(acc)
     q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + eps)
     k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + eps)
     alpha = torch.exp(g)
     o = torch.empty(T, H, V, dtype=acc, device=q.device)
-    bounds = cu_seqlens.tolist()
-    for b in range(len(bounds) - 1):
-        S = torch.zeros(H, V, K, dtype=acc, device=q.device)
-        for t in range(bounds[b], bounds[b + 1]):
-            kt = k[t]                                                  # [H, K]
-            Sk = torch.bmm(S, kt.unsqueeze(-1)).squeeze(-1)            # [H, V]: S_{t-1} k_t
-            S = S - beta[t, :, None, None] * Sk.unsqueeze(-1) * kt.unsqueeze(1)
-            S = alpha[t, :, None, None] * S + beta[t, :, None, None] * v[t].unsqueeze(-1) * kt.unsqueeze(1)
-            o[t] = scale * torch.bmm(S, q[t].unsqueeze(-1)).squeeze(-1)
+    starts = cu_seqlens[:-1].long()
+    lengths = cu_seqlens[1:].long() - starts
+    order = torch.argsort(lengths, descending=True)  # the sequences still running are a prefix of this order
+    starts, lengths = starts[order], lengths[order]
+    running, first = lengths.tolist(), (int(starts[0]) if len(starts) else 0)
+    S = torch.zeros(len(running), H, V, K, dtype=acc, device=q.device)
+    for i in range(running[0] if running else 0):
+        while running[-1] <= i:
+            running.pop()
+        n = len(running)
+        S = S[:n]
+        t = slice(first + i, first + i + 1) if n == 1 else starts[:n] + i  # [n] tokens, one per sequence
+        kt = k[t]                                                           # [n, H, K]
+        Sk = torch.matmul(S, kt.unsqueeze(-1)).squeeze(-1)                 # [n, H, V]: S_{t-1} k_t
+        b = beta[t][..., None, None]
+        S = S - b * Sk.unsqueeze(-1) * kt.unsqueeze(-2)
+        S = alpha[t][..., None, None] * S + b * v[t].unsqueeze(-1) * kt.unsqueeze(-2)
+        o[t] = scale * torch.matmul(S, q[t].unsqueeze(-1)).squeeze(-1)
     return o.to(out_dtype)
