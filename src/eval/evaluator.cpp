@@ -39,13 +39,14 @@ json params_json(const Task& t) {
   return a;
 }
 
-// A worker whose replies are all in is killed rather than asked to exit: the teardown of a Python process with
-// torch, a CUDA context and the activity profiler is time on the evaluation's path that nothing needs (the
-// toy task's last phase, mostly the two exits, took 1.1 s on the H200); the driver frees the GPU memory as the
-// process dies.
-void stop_worker(ChildProcess& p) {
-  p.kill();
-  p.wait();
+// Kills a worker's process group, reaps it and drops it. Also for workers whose replies are all in, rather than
+// asking them to exit: the teardown of a Python process with torch, a CUDA context and the activity profiler is
+// time on the evaluation's path that nothing needs (the toy task's last phase, mostly the two exits, took 1.1 s on
+// the H200); the driver frees the GPU memory as the process dies.
+void stop_worker(std::unique_ptr<ChildProcess>& p) {
+  p->kill();
+  p->wait();
+  p.reset();
 }
 
 json workload_json(const Workload& w) { return {{"name", w.name}, {"axes", w.axes}, {"params", w.params}}; }
@@ -685,9 +686,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       if (r.outcome == ChildProcess::Outcome::timeout)
         gave_up = fmt::format("torch.compile ran past {} s on workload {}; not tried again",
                               opt.compile_baseline_timeout.count(), w.name);
-      pre_compile.proc->kill();
-      pre_compile.proc->wait();
-      pre_compile.proc.reset();
+      stop_worker(pre_compile.proc);
     }
     ev.seconds["torch_compile"] = ev.seconds.value("torch_compile", 0.0) + waited;
     ev.seconds["torch_compile_overlapped"] = std::max(0.0, worked - waited);
@@ -709,7 +708,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       baselines[w->name].first = parse_timing(r.body["timing"]);
     }
   }
-  stop_worker(*ref.proc);
+  stop_worker(ref.proc);
 
   // torch.compile baselines, in a worker of their own: a compilation that fails or runs past its time
   // (a Python loop over thousands of segments unrolls) makes the baseline absent, not the evaluation fail.
@@ -759,11 +758,9 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       if (r.outcome == ChildProcess::Outcome::timeout)
         gave_up = fmt::format("torch.compile ran past {} s on workload {}; not tried again",
                               opt.compile_baseline_timeout.count(), w->name);
-      cw.proc->kill();
-      cw.proc->wait();
-      cw.proc.reset();
+      stop_worker(cw.proc);
     }
-    if (cw.proc) stop_worker(*cw.proc);
+    if (cw.proc) stop_worker(cw.proc);
   }
 
   // The solution as evaluated: a snapshot in scratch (readable by the solution's user; later edits of the
@@ -811,9 +808,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     auto r = checker.proc->receive(opt.timing_timeout);
     if (r.outcome != ChildProcess::Outcome::response) {
       std::string tail = checker.proc->log_tail();
-      checker.proc->kill();
-      checker.proc->wait();
-      checker.proc.reset();
+      stop_worker(checker.proc);
       fail(r.outcome == ChildProcess::Outcome::timeout ? fmt::format("no answer within {} s", opt.timing_timeout.count())
                                                        : "the checker worker died:\n" + tail);
     }
@@ -850,9 +845,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       if (sol.proc && ev.gpu && sol.environment.value("device", "") != "cuda") {
         w_why = fmt::format("the solution worker sees no GPU (device {}) where the reference worker saw one",
                             sol.environment.value("device", "?"));
-        sol.proc->kill();
-        sol.proc->wait();
-        sol.proc.reset();
+        stop_worker(sol.proc);
       }
     };
     start();
@@ -890,9 +883,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
                                                                : Status::runtime_error;
     all_failed_msg = "loading the solution failed: " +
                      (r.outcome == ChildProcess::Outcome::response ? r.body.value("error", "") : sol.proc->log_tail());
-    sol.proc->kill();
-    sol.proc->wait();
-    sol.proc.reset();
+    stop_worker(sol.proc);
     return false;
   };
   auto drop_worker = [&]() {
@@ -1100,7 +1091,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     ev.traces.push_back(std::move(t));
   }
   for (auto* w : {&sol, &checker})
-    if (w->proc) stop_worker(*w->proc);
+    if (w->proc) stop_worker(w->proc);
   ev.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   double compiling = ev.seconds.value("solution_build", 0.0) + ev.seconds.value("torch_compile", 0.0);
   ev.seconds["beyond_compilation"] = ev.seconds["total"].get<double>() - compiling;
