@@ -183,8 +183,8 @@ struct ColdTimer::Impl {
   // The stream-ordered allocator's default pool hands freed memory back to the OS at every synchronization
   // (release threshold 0), so a launch that takes scratch with cudaMallocAsync and returns it with
   // cudaFreeAsync paid an unmap inside the sample's cudaDeviceSynchronize: host time in the whole-device
-  // bracket that no kernel spent (measured on the H200: a 3-kernel add+RMSNorm with 40-270 MB of scratch,
-  // bracket 2.2x its event time, flagged). Keeping the pool's memory, as PyTorch's caching allocator keeps
+  // bracket that no kernel spent (H200, 2026-12-03: a 3-kernel add+RMSNorm with 40-270 MB of scratch,
+  // bracket 1.7-2.2x its event time, flagged). Keeping the pool's memory, as PyTorch's caching allocator keeps
   // its own, times the kernels and not the OS's page mapping.
   void keep_pool_memory() {
     int pools = 0;
