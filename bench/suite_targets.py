@@ -15,6 +15,7 @@ header comment, with the GPU and the date.
 Usage: python3 bench/suite_targets.py EXPERT.json [EXPERT2.json ...] [--naive NAIVE.json ...]
        python3 bench/suite_targets.py --pairs PAIRS.json [PAIRS2.json ...]   (`--solutions expert,naive` files)
        options: --record [--date YYYY-MM-DD] [--command "how the JSON was made"] [--tasks DIR]
+                [--copy-gb-per-s GBPS]  (% of speed-of-light for memory-bound traces made without a calibration)
 (the JSON files `d2k eval --json` writes; several may be given, one per task). Exits 1 when a target is missed.
 """
 
@@ -59,6 +60,17 @@ def load(paths, solution=None):
                     if t["timed"]:
                         timed.setdefault(t["task"], {})[t["workload"]] = t
     return timed, statuses, gpus
+
+
+def fill_speed_of_light(timed, copy_gb_per_s):
+    """Percent of speed-of-light for memory-bound traces recorded without a calibration (a fresh machine where
+    `d2k calibrate` had not run): achieved GB/s over a copy bandwidth measured by `d2k calibrate` elsewhere."""
+    for rows in timed.values():
+        for t in rows.values():
+            perf = t.get("performance", {})
+            if perf.get("pct_speed_of_light") or perf.get("bound") != "memory" or not perf.get("achieved_gb_per_s"):
+                continue
+            perf["pct_speed_of_light"] = 100.0 * perf["achieved_gb_per_s"] / copy_gb_per_s
 
 
 def median(t, key="solution"):
@@ -235,6 +247,7 @@ def main(argv):
     date = option(argv, "--date", datetime.date.today().isoformat())
     command = option(argv, "--command", "d2k eval --solutions expert,naive")
     targets = manifest_targets(option(argv, "--tasks", DEFAULT_TASKS))
+    copy_bw = option(argv, "--copy-gb-per-s", None)
     if "--naive" in argv:
         i = argv.index("--naive")
         expert_paths, naive_paths = argv[:i], argv[i + 1:]
@@ -248,6 +261,8 @@ def main(argv):
         print("suite_targets: no trace of an expert solution in " + ", ".join(expert_paths), file=sys.stderr)
         return 2
     naive, _, _ = load(expert_paths if pairs else naive_paths, "naive" if pairs else None)
+    if copy_bw:
+        fill_speed_of_light(expert, float(copy_bw))
     missed = 0
     for task in sorted(set(expert) | set(statuses)):
         s = summarize(task, expert.get(task, {}), naive.get(task, {}), statuses.get(task, []), targets)

@@ -12,6 +12,8 @@
 #   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (bench/redteam_fixtures.py)
 #   OVERHEAD_PASSES="cold warm"                        the overhead step's passes (default: cold warm warm-no-compile-baseline)
 #   SUITE_TASKS="001 002"                              which tasks the suite steps evaluate (default: all of tasks/suite.toml)
+#   WRONG_ONLY="ignores_restarts no_l2_normalization"  the wrong step runs only these known-bad solutions (of any
+#                                                      task: SUITE_TASKS does not narrow it)
 #   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
 #
 # Every step is bounded by a timeout and by GPU_DEADLINE, so one call of the device tool (600 s) returns whatever
@@ -139,10 +141,18 @@ run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then it
   [[ $kind == wrong ]] && extra=(--correctness-only)  # a known-bad solution needs no timing, nor the big references
   # One evaluation per task, each bounded, so one task that hangs costs only its own share.
   for task in $(python3 -c "import tomllib; print(' '.join(tomllib.load(open('tasks/suite.toml','rb'))['tasks']))"); do
-    [[ -n "${SUITE_TASKS:-}" && " $SUITE_TASKS " != *" ${task%%_*} "* ]] && continue
+    [[ -n "${SUITE_TASKS:-}" && " $SUITE_TASKS " != *" ${task%%_*} "* && ! ($kind == wrong && -n "${WRONG_ONLY:-}") ]] \
+      && continue
     if (($(left) < 15)); then echo "deadline: $kind of $task not run" | tee -a "$OUT/summary.txt"; continue; fi
+    local pick=$sel
+    if [[ $kind == wrong && -n "${WRONG_ONLY:-}" ]]; then  # only the named known-bad solutions of this task
+      local names=() n
+      for n in $WRONG_ONLY; do [[ -d tasks/$task/wrong/$n ]] && names+=("$n"); done
+      ((${#names[@]})) || continue
+      pick="wrong:$(IFS=,; echo "${names[*]}")"
+    fi
     step "suite: $kind solutions of $task"
-    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" --solutions "$sel" "${extra[@]}" ${SUITE_ARGS:-} \
+    timeout "$(bounded "${SUITE_TASK_TIMEOUT:-300}")" build-gpu/src/d2k eval "$task" --solutions "$pick" "${extra[@]}" ${SUITE_ARGS:-} \
       --json "$OUT/${kind}_${task%%_*}.json" 2>&1 | tee -a "$OUT/$kind.log" | grep -vE "$progress_lines" \
       | tee -a "$OUT/summary.txt"
   done

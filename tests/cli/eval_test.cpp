@@ -174,6 +174,17 @@ TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
   EXPECT_NE(r.out.find("calls_torch_cumsum: expected compliance_violation, got it"), std::string::npos) << r.out;
 }
 
+// 'wrong:NAME,...' evaluates only the named known-bad solutions; a name that matches none is a usage error.
+TEST(EvalStatic, NamedKnownBadSolutionsOnly) {
+  auto r = test::run_d2k("eval --solutions wrong:calls_torch_cumsum --workloads single_token 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("calls_torch_cumsum: expected compliance_violation, got it"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("exclusive_scan"), std::string::npos) << "an unnamed solution ran: " << r.out;
+  r = test::run_d2k("eval --solutions wrong:calls_torch_cumsum,no_such_solution 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no known-bad solution named 'no_such_solution'"), std::string::npos) << r.out;
+}
+
 // --correctness-only: the timed workloads are not even selected (no reference run of theirs, on any machine).
 TEST(EvalOptions, CorrectnessOnlySelectsTheUntimedWorkloads) {
   test::TempDir tmp;

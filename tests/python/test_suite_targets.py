@@ -115,3 +115,16 @@ def test_failures_are_one_line_each_and_grouped(tmp_path, capsys):
     assert "- torch.compile on small, big: torch.compile failed: InductorError: TypeError." in readme
     assert "VERBOSE" not in readme and "more" not in readme
     assert "- naive kernel on big: compliance_violation: events say 0.1 ms but the device was busy 0.3 ms." in readme
+
+
+def test_copy_bandwidth_fills_a_missing_speed_of_light(tmp_path, capsys):
+    _, pairs = make_tree(tmp_path, HEADER)
+    data = json.loads(pairs.read_text())
+    big = data[0]["traces"][1]["performance"]
+    del big["pct_speed_of_light"]  # measured on a machine where `d2k calibrate` had not run
+    big["achieved_gb_per_s"] = 1000.0
+    pairs.write_text(json.dumps(data))
+    st.main(["--pairs", str(pairs), "--tasks", str(tmp_path / "tasks")])
+    assert "[MISSED] - of speed-of-light on big" in capsys.readouterr().out
+    st.main(["--pairs", str(pairs), "--tasks", str(tmp_path / "tasks"), "--copy-gb-per-s", "4000"])
+    assert "[MISSED] 25% of speed-of-light on big >= 40%" in capsys.readouterr().out

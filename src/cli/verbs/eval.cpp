@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -86,7 +87,8 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_option("SOLUTION", solution_dir, "solution folder (solution.py or solution.cu)");
   app.add_option("--solutions", solutions,
                  "evaluate over the suite: 'expert' (with the targets), 'naive', 'expert,naive' (the targets, the expert "
-                 "against the naive kernel too), 'wrong' (each must get its expected status), or a folder of solutions");
+                 "against the naive kernel too), 'wrong' (each must get its expected status), 'wrong:NAME,...' (only those known-bad solutions), or a "
+                 "folder of solutions");
   std::string workload_list;
   app.add_option("--workloads", workload_list, "workload names, comma-separated (default: all)");
   app.add_option("--seeds", seeds, "input draws per workload (default: the task's)");
@@ -132,12 +134,38 @@ int run_eval(const std::vector<std::string>& args) {
     } else {
       for (const auto& f : suite->folders) task_dirs.push_back(suite->root / f);
     }
+    // 'wrong:a,b': only the named known-bad solutions (re-running the few a device call did not reach).
+    std::vector<std::string> wanted;
+    bool wrong = solutions == "wrong";
+    if (solutions.starts_with("wrong:")) {
+      wrong = true;
+      for (std::size_t start = 6; start <= solutions.size();) {
+        auto end = solutions.find(',', start);
+        auto name = solutions.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (!name.empty()) wanted.push_back(name);
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+      if (wanted.empty()) {
+        fmt::print(stderr, "d2k eval: --solutions wrong: names no solution (give wrong:NAME[,NAME...])\n");
+        return kUsage;
+      }
+    }
+    std::vector<std::string> found;
     for (const auto& td : task_dirs) {
-      if (solutions == "wrong") {
+      if (wrong) {
         expect = true;
         std::error_code ec;
+        std::vector<std::filesystem::path> dirs;
         for (const auto& e : std::filesystem::directory_iterator(td / "wrong", ec))
-          if (e.is_directory()) jobs.emplace_back(td, e.path());
+          if (e.is_directory()) dirs.push_back(e.path());
+        std::sort(dirs.begin(), dirs.end());
+        for (const auto& d : dirs) {
+          const auto name = d.filename().string();
+          if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), name) == wanted.end()) continue;
+          found.push_back(name);
+          jobs.emplace_back(td, d);
+        }
       } else if (solutions == "expert" || solutions == "naive") {
         jobs.emplace_back(td, td / solutions);
       } else if (solutions == "expert,naive") {  // the targets need both: the expert must beat the naive kernel
@@ -147,6 +175,12 @@ int run_eval(const std::vector<std::string>& args) {
         jobs.emplace_back(td, std::filesystem::path(solutions) / td.filename());
       }
     }
+    for (const auto& w : wanted)
+      if (std::find(found.begin(), found.end(), w) == found.end()) {
+        fmt::print(stderr, "d2k eval: no known-bad solution named '{}' in {}\n", w,
+                   task_id.empty() ? std::string("the suite") : task_id);
+        return kUsage;
+      }
   } else {
     if (task_id.empty() || solution_dir.empty()) {
       fmt::print(stderr, "d2k eval: give TASK and SOLUTION, or --solutions expert|naive|wrong|DIR\n");

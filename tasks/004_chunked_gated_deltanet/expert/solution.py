@@ -21,7 +21,12 @@ Design:
    inverse blocks in fp32 (ieee); normalization and decays in fp32; 4 warps, the state kernel pipelines its
    per-chunk loads (num_stages=2).
 
-Measured: pending H200 run through d2k eval.
+Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+--compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 1.523 / 3.369 / 5.994
+/ 0.4592 ms on qwen3_next_h32_4seq_16k / qwen3_next_h32_1seq_32k / qwen3_next_h32_16seq_64k /
+qwen3_next_tp2_h16_64seq_8k; 976.1x / 2305x / 280.9x / 117x over eager (geometric mean 521.5x, target 3.0x); 8.427%
+of speed-of-light on qwen3_next_h32_16seq_64k; naive kernel 9.616 / 47.8 / 32.11 / 1.901 ms (expert 6.312x / 14.19x
+/ 5.357x / 4.14x faster); torch.compile - / - / - / - ms.
 """
 
 import torch

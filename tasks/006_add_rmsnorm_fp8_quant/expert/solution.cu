@@ -21,11 +21,12 @@
  *    and written with one coalesced store per row.
  *
  * Measured (NVIDIA H200, 2026-12-03, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
- * --compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 0.01997 / 0.04349
- * / 0.111 / 0.2479 ms on decode_1024_d7168 / prefill_4096_d5120 / prefill_8192_d7168 / prefill_32768_d4096; 16.89x
- * / 13.37x / 12.73x / 12.76x over eager (geometric mean 13.84x, target 3.0x); 88.87% of speed-of-light on
- * prefill_32768_d4096; naive kernel 0.05526 / - / - / - ms (expert 2.768x / - / - / - faster); torch.compile 0.1888
- * / 0.3501 / 0.6073 / 1.195 ms.
+ * --compile-baseline-timeout 60 (scripts/gpu-check.sh pairs; % of speed-of-light from d2k calibrate's 4284 GB/s on
+ * the same machine, next call)`, bench/suite_targets.py --record): 0.0199 / 0.04352 / 0.1095 / 0.2473 ms on
+ * decode_1024_d7168 / prefill_4096_d5120 / prefill_8192_d7168 / prefill_32768_d4096; 11.83x / 12.77x / 13.14x /
+ * 12.72x over eager (geometric mean 12.6x, target 3.0x); 89.06% of speed-of-light on prefill_32768_d4096; naive
+ * kernel 0.05366 / 0.1417 / 0.3679 / 0.7975 ms (expert 2.696x / 3.255x / 3.36x / 3.224x faster); torch.compile
+ * 0.1784 / 0.2834 / 0.5353 / 1.096 ms.
  */
 #include "d2k/solution.h"
 
