@@ -160,6 +160,7 @@ run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then it
 
 run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, evaluated with every timed workload
   for dir in bench/candidates/*/; do
+    [[ -d $dir ]] || { echo "no candidate in bench/candidates/" | tee -a "$OUT/summary.txt"; break; }
     local name task
     name=$(basename "$dir")
     task=${name%%_*}

@@ -1,4 +1,4 @@
-/* topk_topp_sampling: candidate expert CUDA C++ solution (thread-block clusters, rows resident on chip).
+/* topk_topp_sampling: expert CUDA C++ solution (thread-block clusters, rows resident on chip).
  *
  * Computes, for every row b of logits [B, V] fp32: one token id drawn from softmax(logits[b] / temperature[b])
  * restricted to the row's top-k set (ties kept) and top-p set (the token crossing top_p kept), both taken on the
