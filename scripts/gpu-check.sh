@@ -4,7 +4,7 @@
 # Logs and traces go to $OUT (or out/) for fetching.
 #
 #   scripts/gpu-check.sh [STEP...]     steps: tests redteam jail io overhead calibrate agreement experts naive pairs wrong
-#                                      candidates (bench/candidates/*) targets
+#                                      candidates (bench/candidates/*) profile targets
 #                                      (default: tests overhead calibrate agreement experts naive targets)
 #   AGREEMENT_SECTIONS=known,dobench,repeat,defenses   which parts of bench/timing_agreement.py run (default all)
 #   SUITE_ARGS="--seeds 1 --max-time 2"               extra `d2k eval` arguments for the suite steps (e.g.
@@ -12,6 +12,7 @@
 #   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (bench/redteam_fixtures.py)
 #   OVERHEAD_PASSES="cold warm"                        the overhead step's passes (default: cold warm warm-no-compile-baseline)
 #   SUITE_TASKS="001 002"                              which tasks the suite steps evaluate (default: all of tasks/suite.toml)
+#   PROFILE="TASK_DIR SOLUTION_DIR WORKLOAD KERNEL_REGEX"  what the profile step runs under ncu (default: 007's expert)
 #   WRONG_ONLY="ignores_restarts no_l2_normalization"  the wrong step runs only these known-bad solutions (of any
 #                                                      task: SUITE_TASKS does not narrow it)
 #   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
@@ -158,6 +159,21 @@ run_suite() {  # $1: experts, naive, wrong, or pairs (each task's expert then it
   done
 }
 
+run_profile() {  # one CUDA solution on one workload, plain and under Nsight Compute (bench/profile_cuda_solution.py)
+  local spec=(${PROFILE:-tasks/007_topk_topp_sampling tasks/007_topk_topp_sampling/expert llama3_b256_v128256 topk})
+  step "profile ${spec[1]} on ${spec[2]}"
+  timeout "$(bounded 60)" python3 bench/profile_cuda_solution.py "${spec[@]:0:3}" --calls 20 2>&1 | tee -a "$OUT/summary.txt"
+  local ncu_bin
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -n "$ncu_bin" ]] || { echo "ncu not found" | tee -a "$OUT/summary.txt"; return; }
+  timeout "$(bounded 150)" "$ncu_bin" --clock-control none --kernel-name "regex:${spec[3]}" --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis \
+    python3 bench/profile_cuda_solution.py "${spec[@]:0:3}" --calls 4 >"$OUT/profile_ncu.txt" 2>&1
+  grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per|Registers Per|Block Limit|Stall|No Eligible|==PROF==|==ERROR==" \
+    "$OUT/profile_ncu.txt" | head -40 | tee -a "$OUT/summary.txt"
+}
+
 run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, evaluated with every timed workload
   for dir in bench/candidates/*/; do
     [[ -d $dir ]] || { echo "no candidate in bench/candidates/" | tee -a "$OUT/summary.txt"; break; }
@@ -175,7 +191,7 @@ run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, ev
 # The steps run in the order given.
 for s in "${STEPS[@]}"; do
   case "$s" in
-    tests|redteam|overhead|calibrate|agreement|jail|io|candidates) "run_$s" ;;
+    tests|redteam|overhead|calibrate|agreement|jail|io|candidates|profile) "run_$s" ;;
     experts|naive|wrong|pairs) run_suite "$s" ;;
     targets)
       if compgen -G "$OUT/pairs_*.json" >/dev/null; then
