@@ -87,8 +87,8 @@ int run_eval(const std::vector<std::string>& args) {
   app.add_option("SOLUTION", solution_dir, "solution folder (solution.py or solution.cu)");
   app.add_option("--solutions", solutions,
                  "evaluate over the suite: 'expert' (with the targets), 'naive', 'expert,naive' (the targets, the expert "
-                 "against the naive kernel too), 'wrong' (each must get its expected status), 'wrong:NAME,...' (only those known-bad solutions), or a "
-                 "folder of solutions");
+                 "against the naive kernel too), 'wrong' (each must get its expected status), 'wrong:NAME,...' (only "
+                 "those known-bad solutions), or a folder of solutions");
   std::string workload_list;
   app.add_option("--workloads", workload_list, "workload names, comma-separated (default: all)");
   app.add_option("--seeds", seeds, "input draws per workload (default: the task's)");
