@@ -25,9 +25,8 @@ import tempfile
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # d2k_harness: the worker's dtype codes and typed params
 MAX_DIMS = 8
-DTYPES = ["float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32", "int16",
-          "int8", "uint8", "bool"]  # enum d2k_dtype, include/d2k/solution.h
 
 
 class D2kTensor(ctypes.Structure):
@@ -74,20 +73,10 @@ def load_manifest(task_dir, workload):
     return m, w
 
 
-def params_of(manifest, workload):
-    out = []
-    values = workload.get("params", {})
-    for p in manifest.get("params", []):
-        v = values.get(p["name"], p["value"])
-        is_int = p["dtype"] in ("int32", "int64", "bool")
-        out.append((p["name"], p["dtype"], float(v), int(v) if is_int else 0))
-    return out
-
-
-def describe(t, torch_dtype_names):
+def describe(t, dtype_code):
     d = D2kTensor()
     d.data = t.data_ptr()
-    d.dtype = DTYPES.index(torch_dtype_names[t.dtype])
+    d.dtype = dtype_code(t.dtype)
     d.ndim = t.dim()
     for k in range(t.dim()):
         d.shape[k] = t.shape[k]
@@ -154,24 +143,24 @@ def main(argv):
     spec = importlib.util.spec_from_file_location("task_reference", os.path.join(task_dir, "reference.py"))
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
-    params = params_of(manifest, w)
-    inputs = ref.generate_inputs(dict(w["axes"]), {p[0]: (p[3] if p[1] in ("int32", "int64", "bool") else p[2])
-                                                     for p in params}, seed, "cuda")
-    names = {getattr(torch, n): n for n in DTYPES if hasattr(torch, n)}
+    import d2k_harness as h
+    specs = manifest.get("params", [])
+    params = h.typed_params(specs, w.get("params", {}))  # as the worker types them
+    inputs = ref.generate_inputs(dict(w["axes"]), dict(params), seed, "cuda")
     in_list = [inputs[s["name"]].contiguous() for s in manifest["inputs"]]
-    outs = [torch.empty([eval_dim(d, w["axes"]) for d in s["shape"]], dtype=getattr(torch, s["dtype"]), device="cuda")
+    outs = [torch.empty([eval_dim(d, w["axes"]) for d in s["shape"]], dtype=h.torch_dtype(s["dtype"]), device="cuda")
             for s in manifest["outputs"]]
-    c_in = (D2kTensor * len(in_list))(*[describe(t, names) for t in in_list])
-    c_out = (D2kTensor * len(outs))(*[describe(t, names) for t in outs])
-    name_bytes = [p[0].encode() for p in params]
-    c_par = (D2kParam * max(1, len(params)))(*[D2kParam(n, DTYPES.index(p[1]), p[2], p[3])
-                                               for n, p in zip(name_bytes, params)])
+    c_in = (D2kTensor * len(in_list))(*[describe(t, h.dtype_code) for t in in_list])
+    c_out = (D2kTensor * len(outs))(*[describe(t, h.dtype_code) for t in outs])
+    name_bytes = [p["name"].encode() for p in specs]
+    c_par = (D2kParam * max(1, len(specs)))(*[D2kParam(n, h.DTYPES.index(p["dtype"]), float(params[p["name"]]),
+                                                       int(params[p["name"]])) for n, p in zip(name_bytes, specs)])
     stream = torch.cuda.current_stream()
     times = []
     for _ in range(calls):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
-        rc = lib.d2k_solve(c_in, len(in_list), c_out, len(outs), c_par, len(params), stream.cuda_stream)
+        rc = lib.d2k_solve(c_in, len(in_list), c_out, len(outs), c_par, len(specs), stream.cuda_stream)
         end.record(stream)
         if rc != 0:
             print(f"profile_cuda_solution: d2k_solve returned {rc}", file=sys.stderr)

@@ -29,6 +29,19 @@ namespace {
 
 std::string fmt_ms(const std::optional<Timing>& t) { return t ? fmt::format("{:.4f}", t->median_ms) : "-"; }
 
+// "a,b,,c" -> {a, b, c}: the names of a comma-separated list, empty ones skipped.
+std::vector<std::string> comma_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start <= s.size();) {
+    auto end = s.find(',', start);
+    auto name = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!name.empty()) out.push_back(name);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 // The end-of-run table (also what the agent's evaluate and submit tools answer).
@@ -77,7 +90,6 @@ int run_eval(const std::vector<std::string>& args) {
                "workloads run, on the CPU (Triton's interpreter).",
                "d2k eval"};
   std::string root, task_id, solution_dir, solutions, json_path, timing_mode = "cold";
-  std::vector<std::string> workloads;
   int seeds = 0;
   bool no_baselines = false, no_compile = false, correctness_only = false, expect = false, no_static = false,
        no_defenses = false;
@@ -139,13 +151,7 @@ int run_eval(const std::vector<std::string>& args) {
     bool wrong = solutions == "wrong";
     if (solutions.starts_with("wrong:")) {
       wrong = true;
-      for (std::size_t start = 6; start <= solutions.size();) {
-        auto end = solutions.find(',', start);
-        auto name = solutions.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        if (!name.empty()) wanted.push_back(name);
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
+      wanted = comma_list(solutions.substr(6));
       if (wanted.empty()) {
         fmt::print(stderr, "d2k eval: --solutions wrong: names no solution (give wrong:NAME[,NAME...])\n");
         return kUsage;
@@ -195,15 +201,8 @@ int run_eval(const std::vector<std::string>& args) {
     jobs.emplace_back(*d, solution_dir);
   }
 
-  for (std::size_t start = 0; !workload_list.empty() && start <= workload_list.size();) {
-    auto end = workload_list.find(',', start);
-    auto name = workload_list.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!name.empty()) workloads.push_back(name);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
   EvalOptions opt;
-  opt.workloads = workloads;
+  opt.workloads = comma_list(workload_list);
   opt.seeds = seeds;
   opt.baselines = !no_baselines;
   opt.static_checks = !no_static;
