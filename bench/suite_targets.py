@@ -241,6 +241,9 @@ def option(argv, name, default):
 
 def main(argv):
     argv = list(argv)
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
     pairs = "--pairs" in argv  # files of `d2k eval --solutions expert,naive`: both solutions in each
     do_record = "--record" in argv
     argv = [a for a in argv if a not in ("--pairs", "--record")]
@@ -248,6 +251,10 @@ def main(argv):
     command = option(argv, "--command", "d2k eval --solutions expert,naive")
     targets = manifest_targets(option(argv, "--tasks", DEFAULT_TASKS))
     copy_bw = option(argv, "--copy-gb-per-s", None)
+    unknown = [a for a in argv if a.startswith("-") and a != "--naive"]
+    if unknown:
+        print(f"suite_targets: unknown option {unknown[0]} (see --help)", file=sys.stderr)
+        return 2
     if "--naive" in argv:
         i = argv.index("--naive")
         expert_paths, naive_paths = argv[:i], argv[i + 1:]
