@@ -5,17 +5,11 @@
 # Usage (on the GPU machine): bash bench/candidates/007_topk_cluster16/ablate.sh [WORKLOAD ...]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
+source bench/candidates/ablate-lib.sh
 task=tasks/007_topk_topp_sampling
 cand=bench/candidates/007_topk_cluster16
 workloads=("$@")
 ((${#workloads[@]})) || workloads=(llama3_b256_v128256 llama3_b16_v128256 qwen2_b128_v151936)
-run() {  # label dir workload defines...
-  local label=$1 dir=$2 w=$3 args=() d line
-  shift 3
-  for d in "$@"; do args+=(--define "$d"); done
-  line=$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" --calls 20 "${args[@]}" 2>&1 | tail -1)
-  printf '%-34s %-22s %s\n' "$label" "$w" "$line"
-}
 for w in "${workloads[@]}"; do
   for m in 16 8; do
     echo "$w, MAX_CLUSTER=$m: $(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 1 \

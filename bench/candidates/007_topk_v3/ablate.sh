@@ -5,25 +5,12 @@
 # Usage (on the GPU machine): bash bench/candidates/007_topk_v3/ablate.sh [WORKLOAD ...]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
+source bench/candidates/ablate-lib.sh
 task=tasks/007_topk_topp_sampling
 cand=bench/candidates/007_topk_v3
 v2=${V2:-bench/candidates/007_topk_v2}
 workloads=("$@")
 ((${#workloads[@]})) || workloads=(llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000)
-run() {  # label dir workload defines...
-  local label=$1 dir=$2 w=$3 args=() d line
-  shift 3
-  for d in "$@"; do args+=(--define "$d"); done
-  line=$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" --calls 20 "${args[@]}" 2>&1 | tail -1)
-  printf '%-30s %-22s %s\n' "$label" "$w" "$line"
-}
-timeline() {  # label workload defines...: the phase line of the last of 3 calls
-  local label=$1 w=$2 args=() d
-  shift 2
-  for d in "$@"; do args+=(--define "$d"); done
-  printf '%-30s %-22s %s\n' "$label" "$w" "$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" \
-    --calls 3 --define D2K_TIMELINE "${args[@]}" 2>&1 | grep '^timeline' | tail -1)"
-}
 for w in "${workloads[@]}"; do
   run expert "$task/expert" "$w"
   [[ -d $v2 ]] && run "v2, CHUNK_ITERS=16" "$v2" "$w" CHUNK_ITERS=16
@@ -34,6 +21,6 @@ for d in 1 2 8; do run "v3, NDRAW=$d" "$cand" "$w" NDRAW=$d; done
 run "v3, static rows" "$cand" "$w" D2K_STATIC_ROWS
 run "v3, NDRAW=1, static rows" "$cand" "$w" NDRAW=1 D2K_STATIC_ROWS
 run "v3, CHUNK_ITERS=4" "$cand" "$w" CHUNK_ITERS=4
-for w in "${workloads[@]:0:3}"; do timeline "v3 timeline" "$w"; done
-timeline "v3 timeline, NDRAW=1" "${workloads[0]}" NDRAW=1
-timeline "v3 timeline, static rows" "${workloads[0]}" D2K_STATIC_ROWS
+for w in "${workloads[@]:0:3}"; do timeline "v3 timeline" "$cand" "$w"; done
+timeline "v3 timeline, NDRAW=1" "$cand" "${workloads[0]}" NDRAW=1
+timeline "v3 timeline, static rows" "$cand" "${workloads[0]}" D2K_STATIC_ROWS

@@ -1,0 +1,16 @@
+# Sourced by bench/candidates/*/ablate.sh (from the repository root, with `task` set): one variant's warm-L2
+# CUDA-event median, and one variant's D2K_TIMELINE phase line, from bench/profile_cuda_solution.py.
+run() {  # label dir workload [define ...]
+  local label=$1 dir=$2 w=$3 args=() d line
+  shift 3
+  for d in "$@"; do args+=(--define "$d"); done
+  line=$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" --calls 20 "${args[@]}" 2>&1 | tail -1)
+  printf '%-34s %-22s %s\n' "$label" "$w" "$line"
+}
+timeline() {  # label dir workload [define ...]: the phase line of the last of 3 calls
+  local label=$1 dir=$2 w=$3 args=() d
+  shift 3
+  for d in "$@"; do args+=(--define "$d"); done
+  printf '%-34s %-22s %s\n' "$label" "$w" "$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" \
+    --calls 3 --define D2K_TIMELINE "${args[@]}" 2>&1 | grep '^timeline' | tail -1)"
+}
