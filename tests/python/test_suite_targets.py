@@ -128,3 +128,12 @@ def test_copy_bandwidth_fills_a_missing_speed_of_light(tmp_path, capsys):
     assert "[MISSED] - of speed-of-light on big" in capsys.readouterr().out
     st.main(["--pairs", str(pairs), "--tasks", str(tmp_path / "tasks"), "--copy-gb-per-s", "4000"])
     assert "[MISSED] 25% of speed-of-light on big >= 40%" in capsys.readouterr().out
+
+
+def test_help_and_unknown_options(tmp_path, capsys):
+    assert st.main(["--help"]) == 0
+    assert "Usage:" in capsys.readouterr().out
+    path = tmp_path / "pairs.json"
+    path.write_text("[]")
+    assert st.main(["--pair", str(path)]) == 2  # a misspelt option is not read as a file
+    assert "unknown option --pair" in capsys.readouterr().err
