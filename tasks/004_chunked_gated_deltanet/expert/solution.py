@@ -16,8 +16,8 @@ Design:
    launches: a parallel prep per (chunk slot, head) finds its chunk by scanning cu_seqlens on the device, stores
    T in bf16 as rows of a [T, H, 64] scratch and ranks the sequences by length; a walk per (sequence, head,
    V block), longest sequences first, keeps the fp32 state slice in registers and per chunk computes v_new, the
-   chunk's output and the next state, so no chunk state, W, U or v_new reaches HBM. Split, the expert's four
-   launches: a chunk table from cu_seqlens; a prep per (chunk, head) writing W and U; a state walk per (sequence,
+   chunk's output and the next state, so no chunk state, W, U or v_new reaches HBM. Split, the previous
+   expert's four launches: a chunk table from cu_seqlens; a prep per (chunk, head) writing W and U; a state walk per (sequence,
    head, 32-wide V block) storing each chunk's entry state and v_new (over U); an output kernel per (chunk, head,
    64-wide V block). Rule: the fused path when its walk gets two programs per SM with V blocks at least 32 wide,
    H B (V / 32) >= 2 SMs (at V = 128 on the H200's 132 SMs: H B >= 66 (sequence, head) chains); the split path
@@ -29,9 +29,8 @@ Design:
  - L3: bf16 tl.dot operands with fp32 accumulation for every product with Q, K, V, T, W, U, v_new and the state;
    both preps build T alike (the fused prep through _tinv_blocks, the split prep through its own code): the 16x16
    diagonal blocks by row-wise forward substitution (four independent chains in one loop), the blocks below by
-   block substitution in fp32 (ieee); the fused walk feeds the raw bf16
-   q and k tiles to the dots and applies the fp32 normalizations 1 / |x| to the products' rows, the split path
-   normalizes the tiles; decays in log space (only non-positive differences exponentiated), the carried state in
+   block substitution in fp32 (ieee); the fused walk feeds the raw bf16 q and k tiles to the dots and applies the
+   fp32 normalizations 1 / |x| to the products' rows, the split path normalizes the tiles; decays in log space (only non-positive differences exponentiated), the carried state in
    fp32; the fused walk's V block is the widest of 64, 32, 16 that gives two programs per SM (64 or 32 whenever
    that path runs), the split path's 32 (state) and 64 (output); 4 warps, both walks pipeline their per-chunk
    loads (num_stages=2). In the CPU interpreter the dot operands are fp32 holding bf16 values, one program covers
