@@ -13,19 +13,18 @@ Design:
    gamma)^T v_new: every step is a dense matmul, and the state only crosses chunk boundaries (C times fewer
    sequential steps).
  - L2: two paths, picked per call from the shapes and the SM count alone (no host synchronization). Fused, two
-   launches: a parallel prep per (chunk slot, head) finds its chunk by scanning cu_seqlens on the device, stores
-   T in bf16 as rows of a [T, H, 64] scratch and ranks the sequences by length; a walk per (sequence, head,
-   V block), longest sequences first, keeps the fp32 state slice in registers and per chunk computes v_new, the
-   chunk's output and the next state, so no chunk state, W, U or v_new reaches HBM. Split, the previous
-   expert's four launches: a chunk table from cu_seqlens; a prep per (chunk, head) writing W and U; a state walk per (sequence,
-   head, 32-wide V block) storing each chunk's entry state and v_new (over U); an output kernel per (chunk, head,
-   64-wide V block). Rule: the fused path when its walk gets two programs per SM with V blocks at least 32 wide,
-   H B (V / 32) >= 2 SMs (at V = 128 on the H200's 132 SMs: H B >= 66 (sequence, head) chains); the split path
-   otherwise. With few chains the walk is latency-bound, its time the chain's chunk count times one step's
-   latency: the split walk's step is two dots deep (W h, then K^T v_new), the fused walk's three (K h, T y,
-   K^T v_new) beside the output's Q K^T, Q h and P v_new, which the split path does afterwards in parallel over
-   all chunks. With many chains the fused path's smaller traffic (about 1.5x the floor's bytes by estimate,
-   against about 4x) wins.
+   launches: a parallel prep per (chunk slot, head) finds its chunk by scanning cu_seqlens on the device, stores T
+   in bf16 as rows of a [T, H, 64] scratch and ranks the sequences by length; a walk per (sequence, head, V block),
+   longest sequences first, keeps the fp32 state slice in registers and per chunk computes v_new, the chunk's output
+   and the next state, so no chunk state, W, U or v_new reaches HBM. Split, the previous expert's four launches: a
+   chunk table from cu_seqlens; a prep per (chunk, head) writing W and U; a state walk per (sequence, head, 32-wide
+   V block) storing each chunk's entry state and v_new (over U); an output kernel per (chunk, head, 64-wide V
+   block). Rule: the fused path when its walk gets two programs per SM with V blocks at least 32 wide, H B (V / 32)
+   >= 2 SMs (at V = 128 on the H200's 132 SMs: H B >= 66 (sequence, head) chains); the split path otherwise. With
+   few chains the walk is latency-bound, its time the chain's chunk count times one step's latency: the split walk's
+   step is two dots deep (W h, then K^T v_new), the fused walk's three (K h, T y, K^T v_new) beside the output's Q
+   K^T, Q h and P v_new, which the split path does afterwards in parallel over all chunks. With many chains the
+   fused path's smaller traffic (about 1.5x the floor's bytes by estimate, against about 4x) wins.
  - L3: bf16 tl.dot operands with fp32 accumulation for every product with Q, K, V, T, W, U, v_new and the state;
    both preps build T alike (the fused prep through _tinv_blocks, the split prep through its own code): the 16x16
    diagonal blocks by row-wise forward substitution (four independent chains in one loop), the blocks below by
