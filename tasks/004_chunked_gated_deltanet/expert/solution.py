@@ -27,13 +27,13 @@ Design:
    fused path's smaller traffic (about 1.5x the floor's bytes by estimate, against about 4x) wins.
  - L3: bf16 tl.dot operands with fp32 accumulation for every product with Q, K, V, T, W, U, v_new and the state;
    both preps build T alike (the fused prep through _tinv_blocks, the split prep through its own code): the 16x16
-   diagonal blocks by row-wise forward substitution (four independent chains in one loop), the blocks below by
-   block substitution in fp32 (ieee); the fused walk feeds the raw bf16 q and k tiles to the dots and applies the
-   fp32 normalizations 1 / |x| to the products' rows, the split path normalizes the tiles; decays in log space (only non-positive differences exponentiated), the carried state in
-   fp32; the fused walk's V block is the widest of 64, 32, 16 that gives two programs per SM (64 or 32 whenever
-   that path runs), the split path's 32 (state) and 64 (output); 4 warps, both walks pipeline their per-chunk
-   loads (num_stages=2). In the CPU interpreter the dot operands are fp32 holding bf16 values, one program covers
-   all of V, and the rule assumes the H200's 132 SMs.
+   diagonal blocks by row-wise forward substitution (four independent chains in one loop), the blocks below by block
+   substitution in fp32 (ieee); the fused walk feeds the raw bf16 q and k tiles to the dots and applies the fp32
+   normalizations 1 / |x| to the products' rows, the split path normalizes the tiles; decays in log space (only
+   non-positive differences exponentiated), the carried state in fp32; the fused walk's V block is the widest of 64,
+   32, 16 that gives two programs per SM (64 or 32 whenever that path runs), the split path's 32 (state) and 64
+   (output); 4 warps, both walks pipeline their per-chunk loads (num_stages=2). In the CPU interpreter the dot
+   operands are fp32 holding bf16 values, one program covers all of V, and the rule assumes the H200's 132 SMs.
 
 Measured (NVIDIA H200, 2026-12-04, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
 --compile-baseline-timeout 60 (scripts/gpu-check.sh pairs)`, bench/suite_targets.py --record): 1.334 / 3.428 / 4.194
