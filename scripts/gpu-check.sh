@@ -17,7 +17,7 @@
 #                                                      task: SUITE_TASKS does not narrow it)
 #   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
 #   TESTS_REGEX='^(Fixtures|Eval)' TESTS_TIMEOUT=330   the tests step's ctest selection and bound (the whole selection
-#                                                      took ~460 s on the H200 on 2026-12-04: split it over two calls)
+#                                                      took ~590 s on the H200 on 2026-12-04: split it over two calls)
 #
 # Every step is bounded by a timeout and by GPU_DEADLINE, so one call of the device tool (600 s) returns whatever
 # was measured. Everything is written under a work folder and packed at the end into $OUT/results.tgz, beside
