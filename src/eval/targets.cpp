@@ -48,8 +48,13 @@ std::string format_targets(const TargetVerdict& v) {
   auto mark = [](bool ok) { return ok ? "met" : "MISSED"; };
   std::string o;
   o += fmt::format("targets: every workload passed: {}\n", v.all_passed ? "met" : "MISSED");
-  o += fmt::format("targets: geometric-mean speedup vs eager {:.2f}x (target {:.2f}x): {}\n", v.geomean,
-                   v.target_speedup, mark(v.speedup_met));
+  if (v.geomean > 0)
+    o += fmt::format("targets: geometric-mean speedup vs eager {:.2f}x (target {:.2f}x): {}\n", v.geomean,
+                     v.target_speedup, mark(v.speedup_met));
+  else  // still not met, but say why rather than print 0.00x
+    o += fmt::format("targets: geometric-mean speedup vs eager not measured (no eager baseline timed; "
+                     "--no-baselines?) (target {:.2f}x): MISSED\n",
+                     v.target_speedup);
   if (v.largest_pct_sol > 0)
     o += fmt::format("targets: {:.0f}% of speed-of-light on the largest workload, {} (target {:.0f}%): {}\n",
                      v.largest_pct_sol, v.largest, v.target_pct_sol, mark(v.sol_met));

@@ -98,6 +98,13 @@ TEST(Targets, JudgedFromTheTraces) {
   EXPECT_NE(text.find("FLAG: torch.compile is within 10%"), std::string::npos) << text;
   EXPECT_NE(text.find("every workload passed: MISSED"), std::string::npos) << text;
 
+  for (auto& t : ev.traces) t.eager.reset();  // --no-baselines: no speedup to print, and not met
+  v = judge_targets(task, ev);
+  EXPECT_FALSE(v.speedup_met);
+  text = format_targets(v);
+  EXPECT_NE(text.find("speedup vs eager not measured (no eager baseline timed"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0.00x"), std::string::npos) << text;
+
   EvalResult cpu;  // no timings: nothing to judge
   cpu.traces.push_back(ragged);
   EXPECT_FALSE(judge_targets(task, cpu).measured);
