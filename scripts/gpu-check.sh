@@ -12,6 +12,7 @@
 #   REDTEAM_REGEX=gpu_side_stream|cuda_ok             which fixtures the redteam step runs (bench/redteam_fixtures.py)
 #   OVERHEAD_PASSES="cold warm"                        the overhead step's passes (default: cold warm warm-no-compile-baseline)
 #   SUITE_TASKS="001 002"                              which tasks the suite steps evaluate (default: all of tasks/suite.toml)
+#   CANDIDATES="007_topk_stream"                      which bench/candidates/* folders the candidates step runs (a glob)
 #   PROFILE="TASK_DIR SOLUTION_DIR WORKLOAD KERNEL_REGEX"  what the profile step runs under ncu (default: 007's expert)
 #   WRONG_ONLY="ignores_restarts no_l2_normalization"  the wrong step runs only these known-bad solutions (of any
 #                                                      task: SUITE_TASKS does not narrow it)
@@ -177,7 +178,7 @@ run_profile() {  # one CUDA solution on one workload, plain and under Nsight Com
 }
 
 run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, evaluated with every timed workload
-  for dir in bench/candidates/*/; do
+  for dir in bench/candidates/${CANDIDATES:-*}/; do
     [[ -d $dir ]] || { echo "no candidate in bench/candidates/" | tee -a "$OUT/summary.txt"; break; }
     local name task
     name=$(basename "$dir")
