@@ -143,42 +143,23 @@ struct Shared {
   float dy;
 };
 
-// Block-wide exclusive scan of v (all threads); returns the exclusive prefix, *total the sum. Two barriers.
-__device__ __forceinline__ float block_scan(Shared& sh, float v, float* total) {
+// Block-wide exclusive scan of v (all threads) through the per-warp slots `slot` (kWarps entries); returns the
+// exclusive prefix, *total the sum. Two barriers.
+template <typename T>
+__device__ __forceinline__ T block_scan(T* slot, T v, T* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float x = v;
+  T x = v;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const float t = __shfl_up_sync(kFull, x, o);
+    const T t = __shfl_up_sync(kFull, x, o);
     if (lane >= o) x += t;
   }
-  if (lane == 31) sh.wf[warp] = x;
+  if (lane == 31) slot[warp] = x;
   __syncthreads();
-  float off = 0.0f, tot = 0.0f;
+  T off = 0, tot = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    const float s = sh.wf[w];
-    if (w < warp) off += s;
-    tot += s;
-  }
-  __syncthreads();
-  *total = tot;
-  return off + x - v;
-}
-__device__ __forceinline__ int block_scan_int(Shared& sh, int v, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int x = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int t = __shfl_up_sync(kFull, x, o);
-    if (lane >= o) x += t;
-  }
-  if (lane == 31) sh.wi[warp] = x;
-  __syncthreads();
-  int off = 0, tot = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    const int s = sh.wi[w];
+    const T s = slot[w];
     if (w < warp) off += s;
     tot += s;
   }
@@ -315,7 +296,7 @@ __device__ __forceinline__ int compact(Shared& sh, int n, unsigned t) {
       if (i < n && fkey(y[j]) >= t) ++c;
     }
     int tot;
-    int pos = base + block_scan_int(sh, c, &tot);  // its barriers order the reads above before the writes below
+    int pos = base + block_scan(sh.wi, c, &tot);  // its barriers order the reads above before the writes below
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int i = c0 + threadIdx.x + j * kThreads;
@@ -569,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float m = keyf(sh.mkey);
     const float zt = mloc > neg_inf() ? zloc * ex2(mloc - m) : 0.0f;
     float Z;
-    const float zpre = block_scan(sh, zt, &Z);
+    const float zpre = block_scan(sh.wf, zt, &Z);
     const float pz = pp >= 1.0f ? pos_inf() : pp * Z;
     const bool need_test = !k_all || pp < 1.0f;
     // At or above every threshold any warp used (each warp's early bound is folded in through wbkey).
@@ -689,7 +670,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int j = 0; j < kPer; ++j) tm += weight(j);
         float M;
-        const float pre = block_scan(sh, tm, &M);
+        const float pre = block_scan(sh.wf, tm, &M);
         const float ur = r < 32 ? sh.u[r] : __ldg(u + row * R + r);
         const float target = ur * M;
         if (tid == 0) {
