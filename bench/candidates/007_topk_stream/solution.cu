@@ -652,6 +652,22 @@ __global__ void __launch_bounds__(kThreads, 2)
       return -1;
     };
 
+    // The thread whose mass interval [pre, pre + mass) holds target; fp rounding past the end: the last thread with
+    // mass. All threads; two barriers.
+    auto find_owner = [&](float pre, float mass, float target) -> int {
+      if (tid == 0) {
+        sh.own = -1;
+        sh.last = -1;
+      }
+      __syncthreads();
+      if (mass > 0.0f) {
+        atomicMax(&sh.last, tid);
+        if (pre <= target && target < pre + mass) sh.own = tid;
+      }
+      __syncthreads();
+      return sh.own >= 0 ? sh.own : sh.last;
+    };
+
     long long result = -1;
 
     if (listed) {
@@ -673,17 +689,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const float pre = block_scan(sh.wf, tm, &M);
         const float ur = r < 32 ? sh.u[r] : __ldg(u + row * R + r);
         const float target = ur * M;
-        if (tid == 0) {
-          sh.own = -1;
-          sh.last = -1;
-        }
-        __syncthreads();
-        if (tm > 0.0f) {
-          atomicMax(&sh.last, tid);
-          if (pre <= target && target < pre + tm) sh.own = tid;
-        }
-        __syncthreads();
-        const int owner = sh.own >= 0 ? sh.own : sh.last;
+        const int owner = find_owner(pre, tm, target);
         if (tid == owner) {
           float acc = pre;
           int pick = -1, lastp = -1;
@@ -723,17 +729,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int r = 0; r < R && result < 0; ++r) {
         const float ur = r < 32 ? sh.u[r] : __ldg(u + row * R + r);
         const float target = ur * Z;
-        if (tid == 0) {
-          sh.own = -1;
-          sh.last = -1;
-        }
-        __syncthreads();
-        if (zt > 0.0f) {
-          atomicMax(&sh.last, tid);
-          if (zpre <= target && target < zpre + zt) sh.own = tid;
-        }
-        __syncthreads();
-        const int owner = sh.own >= 0 ? sh.own : sh.last;
+        const int owner = find_owner(zpre, zt, target);
         // The owner's prefix, broadcast; its float4s in stream order are span float4 s*kStageF4 + h*kThreads + owner.
         if (tid == owner) sh.dy = zpre;
         __syncthreads();
