@@ -559,10 +559,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool complete = list_rows && sh.dkey < Tkey;  // the list holds every token >= Theta
     const int n = min(sh.cnt, kCap);
 
-    // List entries >= Theta: count and mass.
-    int c_all;
-    float M_all;
-    {
+    // Count and mass over the list of the entries above t (at or above t when inclusive).
+    auto list_sums = [&](float t, bool inclusive, int* cs, float* ss) {
       int c = 0;
       float w = 0.0f;
 #pragma unroll
@@ -570,26 +568,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int i = tid + j * kThreads;
         if (i < n) {
           const float yy = sh.cy[i];
-          if (yy >= Theta) {
-            ++c;
-            w += ex2(yy - m);
-          }
-        }
-      }
-      block_sum2(sh, c, w, &c_all, &M_all);
-    }
-    const bool listed = complete && (c_all >= kk || M_all >= pz);
-
-    // Count and mass over the list strictly above yj (the list holds every token >= Theta <= yj).
-    auto test_list = [&](float yj, int* cs, float* ss) {
-      int c = 0;
-      float w = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads;
-        if (i < n) {
-          const float yy = sh.cy[i];
-          if (yy > yj) {
+          if (inclusive ? yy >= t : yy > t) {
             ++c;
             w += ex2(yy - m);
           }
@@ -597,6 +576,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       block_sum2(sh, c, w, cs, ss);
     };
+    int c_all;
+    float M_all;
+    list_sums(Theta, true, &c_all, &M_all);
+    const bool listed = complete && (c_all >= kk || M_all >= pz);
+    // The test of a draw yj >= Theta by the list (which holds every token >= Theta).
+    auto test_list = [&](float yj, int* cs, float* ss) { list_sums(yj, false, cs, ss); };
     // The same over the whole row from global memory.
     // The same over the whole row from global memory, kRowUnroll loads in flight per thread (latency, not bandwidth,
     // bounds one CTA's pass).
