@@ -19,6 +19,10 @@
 #   GPU_DEADLINE=540                                   seconds after which no step starts and running ones are cut
 #   TESTS_REGEX='^(Fixtures|Eval)' TESTS_TIMEOUT=330   the tests step's ctest selection and bound (the whole selection
 #                                                      took ~590 s on the H200 on 2026-12-04: split it over two calls)
+#   TESTS_SHARD=1/2                                    run every 2nd selected test from the 1st (then 2/2 in a second
+#                                                      call); the timer tests (ctest -L gpu) run in shard 1 only.
+#                                                      ctest ignores a stride past the end: a shard of a selection
+#                                                      smaller than n runs all of it
 #
 # Every step is bounded by a timeout and by GPU_DEADLINE, so one call of the device tool (600 s) returns whatever
 # was measured. Everything is written under a work folder and packed at the end into $OUT/results.tgz, beside
@@ -59,9 +63,19 @@ run_tests() {
   # The CPU-side tests run in CI; here the end-to-end evaluations run one at a time (tests that time on the GPU
   # never share it), then the timer tests.
   : >"$OUT/ctest.log"
+  local shard=() k=1
+  if [[ -n ${TESTS_SHARD:-} ]]; then  # "k/n": every n-th test from the k-th (ctest -I k,,n), timer tests in shard 1
+    [[ $TESTS_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] && ((BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
+      { echo "TESTS_SHARD must be k/n with 1 <= k <= n, not '$TESTS_SHARD'" | tee -a "$OUT/summary.txt"; return; }
+    k=${BASH_REMATCH[1]}
+    shard=(-I "$k,,${BASH_REMATCH[2]}")
+  fi
   (cd build-gpu && timeout "$(bounded "${TESTS_TIMEOUT:-330}")" ctest -j 1 -R "${TESTS_REGEX:-^(Fixtures|Eval)}" \
-    --output-on-failure --timeout 100 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
-  (cd build-gpu && timeout "$(bounded 60)" ctest -L gpu --output-on-failure --timeout 50 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+    "${shard[@]}" --output-on-failure --timeout 100 >>"$OUT/ctest.log" 2>&1) || ctest_rc=1
+  if ((k == 1)); then
+    (cd build-gpu && timeout "$(bounded 60)" ctest -L gpu --output-on-failure --timeout 50 >>"$OUT/ctest.log" 2>&1) ||
+      ctest_rc=1
+  fi
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed  |Not Run|Timeout" "$OUT/ctest.log" | head -40
 }
 
