@@ -20,3 +20,4 @@ run "stream, CAP=4096 STAGES=4" "$cand" "$w" CAP=4096 STAGES=4
 run "stream, HIST" "$cand" "$w" HIST
 run "stream, WINDOW=12" "$cand" "$w" WINDOW=12.0f
 run "stream, EARLY" "$cand" "$w" EARLY
+run "stream, BATCH" "$cand" "$w" BATCH

@@ -20,7 +20,8 @@
  *    one pass over the row (8 float4 loads in flight per thread). Acceptance is at least top_p per round there.
  *  fp32 in log2 units (y = x * log2(e) / T, weights ex2.approx(y - m)); 512 threads, 2 CTAs per SM, a 2 x 16 KB ring,
  *  an 8192-entry list. Compile-time variants (-D): STAGES, CAP, WINDOW, HIST (a mass histogram built during the
- *  stream decides most top-p tests), EARLY (a per-warp top-k bound from the lanes' largest values), and for
+ *  stream decides most top-p tests), EARLY (a per-warp top-k bound from the lanes' largest values), BATCH (not yet
+ *  run: top-p rows draw 16 proposals, then test them all in one re-read), and for
  *  timing only STREAM_ONLY, NO_LIST, NO_COMPACT (wrong ids), TAIL_STATS.
  */
 #include "d2k/solution.h"
@@ -137,6 +138,14 @@ struct Shared {
   unsigned rkmin;      // select: the range's min and max keys
   unsigned rkmax;
   float hm;            // hist test: the mass of the draw's bin
+#ifdef BATCH
+  float zp[kThreads];  // batched draws: the per-thread mass prefixes and masses
+  float zm[kThreads];
+  float sy[kWarps];    // the batch's proposals: y sorted ascending; y and id in draw order; bucket totals
+  float by[kWarps];
+  int bj[kWarps];
+  float bt[kWarps + 1];
+#endif
   int own;
   int last;
   int dj;              // the round's draw
@@ -580,6 +589,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     float M_all;
     list_sums(Theta, true, &c_all, &M_all);
     const bool listed = complete && (c_all >= kk || M_all >= pz);
+#ifdef BATCH  // variant, written 2026-12-04 and not yet run on a GPU (NOTES.md): batched draws for top-p rows
+    const bool batch = need_test && k_all && !list_rows && !hist_rows;  // only the top-p test applies
+#endif
     // The test of a draw yj >= Theta by the list (which holds every token >= Theta).
     auto test_list = [&](float yj, int* cs, float* ss) { list_sums(yj, false, cs, ss); };
     // The same over the whole row from global memory.
@@ -654,6 +666,63 @@ __global__ void __launch_bounds__(kThreads, 2)
     };
 
     long long result = -1;
+    // One warp (all lanes): the token of thread `owner`'s elements (its float4s in stream order are span float4
+    // s*kStageF4 + h*kThreads + owner) where the running mass passes rem; fp rounding past the end: the last token
+    // with mass. Returns the row index (-1: no mass), the same in every lane.
+    auto walk = [&](int owner, float rem) -> int {
+      int pj = -1, lastj = -1;
+      const int items = 2 * nst;
+      for (int base = 0; base < items && pj < 0; base += 32) {
+        const int it = base + lane;
+        const int gg = (it >> 1) * kStageF4 + (it & 1) * kThreads + owner;
+        float t4[4] = {neg_inf(), neg_inf(), neg_inf(), neg_inf()};
+        if (it < items && gg < nb) to_y(__ldg(src + gg), gg, off, V, sc, t4);
+        float wq[4], ws = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          wq[q] = ex2(t4[q] - m);
+          ws += wq[q];
+        }
+        float x = ws;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const float t = __shfl_up_sync(kFull, x, o);
+          if (lane >= o) x += t;
+        }
+        const unsigned hit = __ballot_sync(kFull, ws > 0.0f && rem < x);
+        const unsigned pos = __ballot_sync(kFull, ws > 0.0f);
+        if (pos) {
+          const int ll = 31 - __clz(pos);
+          int lq = -1;
+          if (lane == ll) {
+            for (int q = 0; q < 4; ++q)
+              if (wq[q] > 0.0f) lq = 4 * gg + q - off;
+          }
+          lastj = __shfl_sync(kFull, lq, ll);
+        }
+        if (hit) {
+          const int hl = __ffs(hit) - 1;
+          int pk = -1;
+          if (lane == hl) {
+            float acc = x - ws;
+            int lp = -1;
+            for (int q = 0; q < 4; ++q) {
+              if (wq[q] > 0.0f) {
+                lp = 4 * gg + q - off;
+                if (pk < 0 && rem < acc + wq[q]) pk = lp;
+                acc += wq[q];
+              }
+            }
+            if (pk < 0) pk = lp;
+          }
+          pj = __shfl_sync(kFull, pk, hl);
+        } else {
+          rem -= __shfl_sync(kFull, x, 31);
+        }
+      }
+      return pj < 0 ? lastj : pj;
+    };
+
 
     if (listed) {
       // ---- Pivot rejection over the list: round r draws from {entries >= Theta} then {entries > low}.
@@ -709,6 +778,96 @@ __global__ void __launch_bounds__(kThreads, 2)
           strict = true;
         }
       }
+#ifdef BATCH
+    } else if (batch) {
+      // ---- Plain rejection, kWarps draws at a time (top-p rows without a list): warp w draws u[b, r0 + w] from the
+      // full distribution, then one pass over the row sums, for every proposal, the mass strictly above it. Element y
+      // lands in bucket j = #{proposals < y} (sorted), so the mass above proposal q is the sum of buckets j >= U_q,
+      // U_q = #{proposals <= y_q}. The first accepted proposal in draw order is the sample (independent draws).
+      float* bk = sh.cy;  // buckets 1..kWarps x kThreads per thread, in the list's memory (unused by these rows)
+      static_assert(kWarps * kThreads <= 2 * kCap, "the buckets overflow the list's memory");
+      sh.zp[tid] = zpre;
+      sh.zm[tid] = zt;
+      for (int r0 = 0; r0 < R && result < 0; r0 += kWarps) {
+        const int nq = min(kWarps, R - r0);
+        __syncthreads();  // zp/zm published; the previous batch's reads of sy/by/bj/bt done
+        if (warp < nq) {
+          const int r = r0 + warp;
+          const float target = (r < 32 ? sh.u[r] : __ldg(u + row * R + r)) * Z;
+          int owner = -1, lastm = -1;
+          for (int c = 0; c < kThreads && owner < 0; c += 32) {
+            const float zm_ = sh.zm[c + lane], zp_ = sh.zp[c + lane];
+            const unsigned hit = __ballot_sync(kFull, zm_ > 0.0f && target < zp_ + zm_);
+            const unsigned pos = __ballot_sync(kFull, zm_ > 0.0f);
+            if (pos) lastm = c + 31 - __clz(pos);
+            if (hit) owner = c + __ffs(hit) - 1;
+          }
+          if (owner < 0) owner = lastm;
+          const int pj = owner >= 0 ? walk(owner, target - sh.zp[owner]) : -1;
+          if (lane == 0) {
+            sh.bj[warp] = pj;
+            sh.by[warp] = pj >= 0 ? __ldg(logits + row * V + pj) * sc : neg_inf();
+          }
+        }
+        __syncthreads();
+        if (tid == 0) {  // insertion sort of the proposals' y, ascending
+          for (int q = 0; q < nq; ++q) {
+            const float v = sh.by[q];
+            int i = q;
+            while (i > 0 && sh.sy[i - 1] > v) {
+              sh.sy[i] = sh.sy[i - 1];
+              --i;
+            }
+            sh.sy[i] = v;
+          }
+        }
+        for (int j = 1; j <= nq; ++j) bk[(j - 1) * kThreads + tid] = 0.0f;
+        __syncthreads();
+        TAIL_COUNT((st_rounds += nq, ++st_passes));
+        for (int g0 = tid; g0 < nb; g0 += kRowUnroll * kThreads) {
+          float4 v[kRowUnroll];
+#pragma unroll
+          for (int q = 0; q < kRowUnroll; ++q) {
+            const int g = g0 + q * kThreads;
+            v[q] = g < nb ? __ldg(src + g) : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int q = 0; q < kRowUnroll; ++q) {
+            const int g = g0 + q * kThreads;
+            float t4[4];
+            to_y(v[q], g < nb ? g : -1, off, V, sc, t4);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float yy = t4[e];
+              int lo = 0, hi = nq;  // lower bound: #{proposals < yy}
+              while (lo < hi) {
+                const int mid = (lo + hi) >> 1;
+                if (sh.sy[mid] < yy) lo = mid + 1; else hi = mid;
+              }
+              if (lo > 0) bk[(lo - 1) * kThreads + tid] += ex2(yy - m);
+            }
+          }
+        }
+        __syncthreads();
+        for (int j = 1 + warp; j <= nq; j += kWarps) {  // bucket totals, fixed order
+          float t = 0.0f;
+          for (int i = lane; i < kThreads; i += 32) t += bk[(j - 1) * kThreads + i];
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(kFull, t, o);
+          if (lane == 0) sh.bt[j] = t;
+        }
+        __syncthreads();
+        for (int q = 0; q < nq && result < 0; ++q) {  // every thread takes the same decision
+          const float yq = sh.by[q];
+          if (sh.bj[q] < 0) continue;
+          int U = 0;
+          for (int i = 0; i < nq; ++i) U += sh.sy[i] <= yq ? 1 : 0;
+          float M = 0.0f;
+          for (int j = nq; j >= U; --j) M += sh.bt[j];  // U >= 1: the proposal itself
+          if (M < pz) result = sh.bj[q];
+        }
+      }
+#endif
     } else {
       // ---- Plain rejection from the full distribution: a thread by the per-thread masses, then its elements.
       for (int r = 0; r < R && result < 0; ++r) {
@@ -721,58 +880,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const float opre = sh.dy;
         __syncthreads();
         if (warp == 0) {
-          float rem = target - opre;
-          int pj = -1, lastj = -1;
-          const int items = 2 * nst;
-          for (int base = 0; base < items && pj < 0; base += 32) {
-            const int it = base + lane;
-            const int gg = (it >> 1) * kStageF4 + (it & 1) * kThreads + owner;
-            float t4[4] = {neg_inf(), neg_inf(), neg_inf(), neg_inf()};
-            if (it < items && gg < nb) to_y(__ldg(src + gg), gg, off, V, sc, t4);
-            float wq[4], ws = 0.0f;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              wq[q] = ex2(t4[q] - m);
-              ws += wq[q];
-            }
-            float x = ws;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-              const float t = __shfl_up_sync(kFull, x, o);
-              if (lane >= o) x += t;
-            }
-            const unsigned hit = __ballot_sync(kFull, ws > 0.0f && rem < x);
-            const unsigned pos = __ballot_sync(kFull, ws > 0.0f);
-            if (pos) {
-              const int ll = 31 - __clz(pos);
-              int lq = -1;
-              if (lane == ll) {
-                for (int q = 0; q < 4; ++q)
-                  if (wq[q] > 0.0f) lq = 4 * gg + q - off;
-              }
-              lastj = __shfl_sync(kFull, lq, ll);
-            }
-            if (hit) {
-              const int hl = __ffs(hit) - 1;
-              int pk = -1;
-              if (lane == hl) {
-                float acc = x - ws;
-                int lp = -1;
-                for (int q = 0; q < 4; ++q) {
-                  if (wq[q] > 0.0f) {
-                    lp = 4 * gg + q - off;
-                    if (pk < 0 && rem < acc + wq[q]) pk = lp;
-                    acc += wq[q];
-                  }
-                }
-                if (pk < 0) pk = lp;
-              }
-              pj = __shfl_sync(kFull, pk, hl);
-            } else {
-              rem -= __shfl_sync(kFull, x, 31);
-            }
-          }
-          if (pj < 0) pj = lastj;
+          const int pj = walk(owner, target - opre);
           if (lane == 0) {
             sh.dj = pj;
             sh.dy = pj >= 0 ? __ldg(logits + row * V + pj) * sc : neg_inf();
