@@ -595,11 +595,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     // The test of a draw yj >= Theta by the list (which holds every token >= Theta).
     auto test_list = [&](float yj, int* cs, float* ss) { list_sums(yj, false, cs, ss); };
     // The same over the whole row from global memory.
-    // The same over the whole row from global memory, kRowUnroll loads in flight per thread (latency, not bandwidth,
-    // bounds one CTA's pass).
-    auto test_row = [&](float yj, int* cs, float* ss) {
-      int c = 0;
-      float w = 0.0f;
+    // A pass over this thread's share of the row from global memory: fn(y) for every element (-inf outside the row),
+    // kRowUnroll loads in flight per thread (latency, not bandwidth, bounds one CTA's pass).
+    auto row_pass = [&](auto&& fn) {
       for (int g0 = tid; g0 < nb; g0 += kRowUnroll * kThreads) {
         float4 v[kRowUnroll];
 #pragma unroll
@@ -613,14 +611,20 @@ __global__ void __launch_bounds__(kThreads, 2)
           float t4[4];
           to_y(v[q], g < nb ? g : -1, off, V, sc, t4);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (t4[e] > yj) {
-              ++c;
-              w += ex2(t4[e] - m);
-            }
-          }
+          for (int e = 0; e < 4; ++e) fn(t4[e]);
         }
       }
+    };
+    // The list test's counts and masses over the whole row.
+    auto test_row = [&](float yj, int* cs, float* ss) {
+      int c = 0;
+      float w = 0.0f;
+      row_pass([&](float y) {
+        if (y > yj) {
+          ++c;
+          w += ex2(y - m);
+        }
+      });
       block_sum2(sh, c, w, cs, ss);
     };
 
@@ -824,30 +828,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int j = 1; j <= nq; ++j) bk[(j - 1) * kThreads + tid] = 0.0f;
         __syncthreads();
         TAIL_COUNT((st_rounds += nq, ++st_passes));
-        for (int g0 = tid; g0 < nb; g0 += kRowUnroll * kThreads) {
-          float4 v[kRowUnroll];
-#pragma unroll
-          for (int q = 0; q < kRowUnroll; ++q) {
-            const int g = g0 + q * kThreads;
-            v[q] = g < nb ? __ldg(src + g) : make_float4(0.f, 0.f, 0.f, 0.f);
+        row_pass([&](float yy) {
+          int lo = 0, hi = nq;  // lower bound: #{proposals < yy}
+          while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (sh.sy[mid] < yy) lo = mid + 1; else hi = mid;
           }
-#pragma unroll
-          for (int q = 0; q < kRowUnroll; ++q) {
-            const int g = g0 + q * kThreads;
-            float t4[4];
-            to_y(v[q], g < nb ? g : -1, off, V, sc, t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float yy = t4[e];
-              int lo = 0, hi = nq;  // lower bound: #{proposals < yy}
-              while (lo < hi) {
-                const int mid = (lo + hi) >> 1;
-                if (sh.sy[mid] < yy) lo = mid + 1; else hi = mid;
-              }
-              if (lo > 0) bk[(lo - 1) * kThreads + tid] += ex2(yy - m);
-            }
-          }
-        }
+          if (lo > 0) bk[(lo - 1) * kThreads + tid] += ex2(yy - m);
+        });
         __syncthreads();
         for (int j = 1 + warp; j <= nq; j += kWarps) {  // bucket totals, fixed order
           float t = 0.0f;
