@@ -1823,7 +1823,7 @@ bool match_symbol(const std::string& name, const RuleSet& rules, bool undefined,
 
 std::vector<Violation> check_cuda_source(const std::filesystem::path& source, const Requirements& req,
                                          const std::string& nvcc, const std::filesystem::path& include_dir,
-                                         const std::string& arch) {
+                                         const std::string& arch, CudaSourceFacts* facts) {
   Context c;
   c.report_dir = source.parent_path();
   std::error_code ec;
@@ -1911,10 +1911,13 @@ std::vector<Violation> check_cuda_source(const std::filesystem::path& source, co
   bool kernel_defined = false, launches = false;
   for (const auto& p : passes) {
     auto toks = lex_pass(p.text, c);
-    PassFacts facts;
-    Analyzer(toks, c, rules).run(facts);
-    if (p.device) kernel_defined = facts.kernel_defined;  // device code exists only where the device pass has it
-    if (!p.device) launches = facts.launches;             // launches are host code
+    PassFacts pf;
+    Analyzer(toks, c, rules).run(pf);
+    if (p.device) kernel_defined = pf.kernel_defined;  // device code exists only where the device pass has it
+    if (!p.device) launches = pf.launches;             // launches are host code
+    if (facts)
+      for (const auto& t : toks)
+        if (t.k == Tok::ident && t.text == "exit") facts->names_exit = true;
   }
   if (!kernel_defined)
     c.out.push_back({"no_kernel", src_name, 0,
@@ -1938,7 +1941,8 @@ std::vector<Violation> check_cuda_source(const std::filesystem::path& source, co
 }
 
 std::vector<Violation> check_cuda_library(const std::filesystem::path& so, const Requirements& req,
-                                          const std::vector<std::filesystem::path>& lib_dirs) {
+                                          const std::vector<std::filesystem::path>& lib_dirs,
+                                          const CudaSourceFacts* facts) {
   std::vector<Violation> out;
   const std::string file = so.string();
   auto add = [&](std::string_view rule, const std::string& what) {
@@ -2014,7 +2018,10 @@ std::vector<Violation> check_cuda_library(const std::filesystem::path& so, const
   for (const auto& s : info->dynsyms) {
     if (s.defined) continue;
     if (s.name == "__cudaRegisterFunction") registers_kernels = true;
-    const bool matched = match_symbol(s.name, rules, true, once);
+    // nvcc's host stubs of non-inline __device__ functions call exit(); the solution's own `exit` is named in its
+    // source (and caught there, or here when named without a call).
+    const bool stub_exit = s.name == "exit" && facts && !facts->names_exit;
+    const bool matched = !stub_exit && match_symbol(s.name, rules, true, once);
     if (matched || !resolvable) continue;
     if (provided.count(s.name)) continue;
     if (s.bind == STB_WEAK && kWeakOk.count(s.name)) continue;

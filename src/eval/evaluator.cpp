@@ -497,6 +497,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
   std::optional<Status> all_failed;
   std::string all_failed_msg;
   fs::path so_path;
+  CudaSourceFacts source_facts;
   auto reject = [&](const std::vector<Violation>& vs) {
     if (vs.empty()) return;
     bool preprocess = std::any_of(vs.begin(), vs.end(), [](const auto& v) { return v.rule == "preprocess_error"; });
@@ -513,7 +514,8 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
     if (solution.language == Language::triton)
       reject(check_triton_source(solution.source, task, scratch));
     else
-      reject(check_cuda_source(solution.source, task.requirements, "nvcc", opt.include_dir));
+      reject(check_cuda_source(solution.source, task.requirements, "nvcc", opt.include_dir, CudaBuildOptions{}.arch,
+                               &source_facts));
   }
   if (!all_failed && solution.language == Language::cuda) {
     say("compiling " + solution.source.string());
@@ -530,7 +532,7 @@ EvalResult evaluate(const Task& task, const Solution& solution, const EvalOption
       so_path = b.library;
       say(b.cached ? "compile cache hit" : fmt::format("compiled in {:.1f} s", b.seconds));
       ev.seconds["solution_build"] = b.cached ? 0.0 : b.seconds;
-      if (opt.static_checks && opt.defenses) reject(check_cuda_library(so_path, task.requirements));
+      if (opt.static_checks && opt.defenses) reject(check_cuda_library(so_path, task.requirements, {}, &source_facts));
     }
   }
   if (all_failed) {

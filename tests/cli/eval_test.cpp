@@ -167,6 +167,31 @@ TEST(EvalStatic, ViolationsStopTheSolutionBeforeItRuns) {
   EXPECT_EQ(r.out.find("starting the workers"), std::string::npos) << "the reference ran for a rejected solution";
 }
 
+// Plain __device__ helpers make nvcc emit host stubs that call exit(): the static checks must not take that for an
+// attack (without a GPU the solution then comes back compiled, not run).
+TEST(EvalStatic, PlainDeviceHelpersAreNotAnAttack) {
+  test::TempDir tmp;
+  auto json_path = tmp.path() / "traces.json";
+  auto r = test::run_d2k("eval --tasks '" + (test::fixtures() / "base").string() + "' 1 '" +
+                             (test::fixtures() / "solutions" / "cuda_device_helpers").string() +
+                             "' --workloads ragged --no-compile-baseline --json '" + json_path.string() + "'",
+                         "D2K_CACHE='" + (tmp.path() / "cache").string() + "'");
+  auto text = read_file(json_path);
+  ASSERT_TRUE(text) << r.out;
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_TRUE(j[0]["violations"].empty()) << j[0]["violations"].dump();
+  ASSERT_FALSE(j[0]["traces"].empty()) << r.out;
+  for (const auto& t : j[0]["traces"]) {
+    EXPECT_NE(t["status"], "compliance_violation") << t.dump(2);
+    if (!j[0]["gpu"].get<bool>()) {
+      EXPECT_EQ(t["skipped"], "no GPU: compiled, not run") << t.dump(2);
+    } else {
+      EXPECT_EQ(t["status"], "passed") << t.dump(2);
+    }
+  }
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 TEST(EvalStatic, KnownBadSolutionsOfTheSuiteGetTheirStatus) {
   auto r = test::run_d2k("eval --solutions wrong --workloads single_token,ragged_127_h3_b5,tile_1025_h4_b3 1");
   EXPECT_EQ(r.code, 0) << r.out;

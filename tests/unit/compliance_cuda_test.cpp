@@ -198,11 +198,34 @@ TEST_P(ComplianceCudaGood, BuildsAndLibraryHasNoViolation) {
   if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on PATH";
   auto b = Builds::build(GetParam());
   ASSERT_TRUE(b.ok) << b.log;
-  auto v = check_cuda_library(b.library, task_requirements());
+  CudaSourceFacts facts;  // as the evaluator does: the source check's facts inform the library check
+  check_cuda_source(GetParam(), task_requirements(), "nvcc", include_dir(), "sm_90a", &facts);
+  auto v = check_cuda_library(b.library, task_requirements(), {}, &facts);
   EXPECT_TRUE(v.empty()) << GetParam() << ":" << dump(v);
 }
 
 INSTANTIATE_TEST_SUITE_P(ComplianceCudaSource, ComplianceCudaGood, testing::ValuesIn(good_sources()), good_name);
+
+// nvcc's host stubs of non-inline __device__ functions reference exit(): without the source's facts the library
+// check cannot tell them from the solution's own exit, and reports it; with them it does not.
+TEST(ComplianceCuda, ExitFromNvccDeviceStubsIsNotTheSolutions) {
+  if (!have_nvcc()) GTEST_SKIP() << "nvcc is not on PATH";
+  const auto src = static_dir() / "good" / "device_helpers.cu";
+  auto b = Builds::build(src);
+  ASSERT_TRUE(b.ok) << b.log;
+  auto blind = check_cuda_library(b.library, task_requirements());
+  ASSERT_EQ(blind.size(), 1u) << dump(blind);  // the build does reference exit: the case is real
+  EXPECT_EQ(blind[0].rule, "signal");
+  CudaSourceFacts facts;
+  EXPECT_TRUE(check_cuda_source(src, task_requirements(), "nvcc", include_dir(), "sm_90a", &facts).empty());
+  EXPECT_FALSE(facts.names_exit);
+  EXPECT_TRUE(check_cuda_library(b.library, task_requirements(), {}, &facts).empty());
+
+  CudaSourceFacts named;
+  check_cuda_source(static_dir() / "lib" / "exit_by_pointer.cu", task_requirements(), "nvcc", include_dir(), "sm_90a",
+                    &named);
+  EXPECT_TRUE(named.names_exit);
+}
 
 TEST(ComplianceCuda, ViolationToString) {
   Violation v{"host_sync", "solution.cu", 12, "`cudaDeviceSynchronize`: synchronizes"};
@@ -271,7 +294,9 @@ TEST_P(ComplianceCudaLibrary, ReportsTheExpectedRules) {
     EXPECT_FALSE(v.empty()) << "neither the build nor the source check rejects " << GetParam() << "\n" << b.log;
     return;
   }
-  auto v = check_cuda_library(b.library, f.req);
+  CudaSourceFacts facts;
+  check_cuda_source(f.path, f.req, "nvcc", include_dir(), "sm_90a", &facts);
+  auto v = check_cuda_library(b.library, f.req, {}, &facts);
   std::set<std::string> want(f.library.begin(), f.library.end());
   for (const auto& rule : want)
     EXPECT_TRUE(std::any_of(v.begin(), v.end(), [&](const Violation& x) { return x.rule == rule; }))
