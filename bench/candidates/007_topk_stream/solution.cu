@@ -20,8 +20,8 @@
  *    one pass over the row (8 float4 loads in flight per thread). Acceptance is at least top_p per round there.
  *  fp32 in log2 units (y = x * log2(e) / T, weights ex2.approx(y - m)); 512 threads, 2 CTAs per SM, a 2 x 16 KB ring,
  *  an 8192-entry list. Compile-time variants (-D): STAGES, CAP, WINDOW, HIST (a mass histogram built during the
- *  stream decides most top-p tests), EARLY (a per-warp top-k bound from the lanes' largest values), BATCH (not yet
- *  run: top-p rows draw 16 proposals, then test them all in one re-read), and for
+ *  stream decides most top-p tests), EARLY (a per-warp top-k bound from the lanes' largest values), BATCH (slower:
+ *  top-p rows draw 16 proposals, then test them all in one re-read), and for
  *  timing only STREAM_ONLY, NO_LIST, NO_COMPACT (wrong ids), TAIL_STATS.
  */
 #include "d2k/solution.h"
@@ -589,7 +589,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float M_all;
     list_sums(Theta, true, &c_all, &M_all);
     const bool listed = complete && (c_all >= kk || M_all >= pz);
-#ifdef BATCH  // variant, written 2026-12-04 and not yet run on a GPU (NOTES.md): batched draws for top-p rows
+#ifdef BATCH  // variant, slower on the H200 (NOTES.md): batched draws for top-p rows
     const bool batch = need_test && k_all && !list_rows && !hist_rows;  // only the top-p test applies
 #endif
     // The test of a draw yj >= Theta by the list (which holds every token >= Theta).

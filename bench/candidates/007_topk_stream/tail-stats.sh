@@ -2,11 +2,11 @@
 # Per-row phase statistics of the 007 "stream" candidate on the last of three calls (TAIL_STATS: clock64 at ~1.98 GHz, printf):
 # by mode (0 list, 1 hist, 2 plain) and, for list rows, by top_k: rows, draws, re-reads, compactions, appends, and
 # the mean / max of the stream, compaction and whole-row times in microseconds.
-# Usage (on the GPU machine): bash bench/candidates/007_topk_stream/tail-stats.sh [WORKLOAD ...] [-- DEFINE ...]
+# Usage (on the GPU machine): [CAND=bench/candidates/OTHER] bash bench/candidates/007_topk_stream/tail-stats.sh [WORKLOAD ...] [-- DEFINE ...]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 task=tasks/007_topk_topp_sampling
-cand=bench/candidates/007_topk_stream
+cand=${CAND:-bench/candidates/007_topk_stream}
 workloads=() defs=(--define TAIL_STATS)
 while (($#)); do
   if [[ $1 == -- ]]; then shift; for d in "$@"; do defs+=(--define "$d"); done; break; fi
