@@ -14,3 +14,13 @@ timeline() {  # label dir workload [define ...]: the phase line of the last of 3
   printf '%-34s %-22s %s\n' "$label" "$w" "$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" \
     --calls 3 --define D2K_TIMELINE "${args[@]}" 2>&1 | grep '^timeline' | tail -1)"
 }
+# Splits "WORKLOAD ... [-- DEFINE ...]" into the arrays workloads (default llama3_b256_v128256) and defs (appended as
+# --define D, after whatever defs already holds).
+split_args() {
+  workloads=()
+  while (($#)); do
+    if [[ $1 == -- ]]; then shift; for d in "$@"; do defs+=(--define "$d"); done; break; fi
+    workloads+=("$1"); shift
+  done
+  ((${#workloads[@]})) || workloads=(llama3_b256_v128256)
+}

@@ -8,12 +8,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 task=tasks/007_topk_topp_sampling
 cand=bench/candidates/007_topk_coop
-workloads=() defs=(--define TAIL_STATS)
-while (($#)); do
-  if [[ $1 == -- ]]; then shift; for d in "$@"; do defs+=(--define "$d"); done; break; fi
-  workloads+=("$1"); shift
-done
-((${#workloads[@]})) || workloads=(llama3_b256_v128256)
+source bench/candidates/ablate-lib.sh
+defs=(--define TAIL_STATS)
+split_args "$@"
 for w in "${workloads[@]}"; do
   timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 "${defs[@]}" 2>&1 |
     awk -v w="$w" '/^rowstat/ { line[$3] = $0 }  # the last of the 3 calls

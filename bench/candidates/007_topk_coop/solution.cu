@@ -1,6 +1,6 @@
 /* topk_topp_sampling: candidate "coop" (the "stream" candidate with an early list bound, lists for every tested row,
  * and plain-rejection tests made as passes shared with CTAs that are done). Not the expert: it ties it and the
- * "stream" candidate on llama3_b256 (~0.11-0.12 ms), is faster on qwen2_b128, 1.4-2.7x slower on the small workloads,
+ * "stream" candidate on llama3_b256 (~0.11-0.12 ms), is faster on qwen2_b128, 1.4-2.8x slower on the small workloads,
  * and far from 40% of speed-of-light (NOTES.md has the measurements).
  *
  * Computes, for every row b of logits [B, V] fp32: one token id drawn from softmax(logits[b] / temperature[b])
