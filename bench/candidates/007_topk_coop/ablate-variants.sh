@@ -22,4 +22,6 @@ for w in "${workloads[@]}"; do
   run "coop, SEG" "$cand" "$w" SEG
   run "coop, stream alone" "$cand" "$w" STREAM_ONLY
   run "coop, stream alone, no list" "$cand" "$w" STREAM_ONLY NO_LIST
+  run "coop, stream alone, no appends" "$cand" "$w" STREAM_ONLY NO_APPEND
+  run "coop, stream alone, NO_EARLY" "$cand" "$w" STREAM_ONLY NO_EARLY
 done

@@ -21,7 +21,8 @@
  *  fp32 in log2 units (y = x * log2(e) / T, weights ex2.approx(y - m)); 512 threads, 2 CTAs per SM, a 3 x 16 KB ring,
  *  a 4096-entry list. Compile-time variants (-D): STAGES, CAP, WINDOW, KLIST (with NO_ALLLIST: only rows with
  *  top_k <= KLIST keep a list), NO_EARLY, PROP (draws per pass), CHUNKS (per pass), SOLO (the CTA makes its pass
- *  alone), and for timing only STREAM_ONLY, NO_LIST, NO_COMPACT (wrong ids), TAIL_STATS (row-times.sh).
+ *  alone), SEG (warp-private list segments), and for timing only STREAM_ONLY, NO_LIST, NO_COMPACT, NO_APPEND (wrong
+ *  ids), TAIL_STATS (row-times.sh).
  */
 #include "d2k/solution.h"
 
@@ -797,6 +798,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int i = 0; i < 8; ++i) c += (y[i] >= th && y[i] > neg_inf()) ? 1 : 0;
       bool over = false;
+#ifdef NO_APPEND  // timing variant: the threshold test without the appends (the list stays empty; wrong ids)
+      c = 0;
+#endif
       if (__any_sync(kFull, c > 0)) {
         int x = c;
 #pragma unroll
