@@ -631,13 +631,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 #else
     const int kb = kk;
 #endif
-    // Row modes: list rows (top_k <= KLIST), plain rows (top_k >= V, or larger top_k: their tests are shared passes
-    // over the row, which are cheaper than the appends and compactions a list of top_k = 1000 costs).
+    // Row modes: list rows (by default every row with a test; with NO_ALLLIST those with top_k <= KLIST) and plain
+    // rows (no test; with NO_ALLLIST also the larger top_k, whose every test is then a shared pass over the row).
 #ifdef NO_LIST  // timing variant: every row takes the plain route
     const bool list_rows = false;
 #else
-#ifdef ALLLIST  // variant: every row with a test keeps a list (for k > kEarlyK, of its ~kEarlyK-th largest and up),
-                // so that the draws at or above its threshold are tested on the list instead of by a pass
+#ifdef ALLLIST  // the default: every row with a test keeps a list (for k > kEarlyK, of its ~kEarlyK-th largest and
+                // up), so that the draws at or above its threshold are tested on the list instead of by a pass
     const bool list_rows = !k_all || pp < 1.0f;
 #else
     const bool list_rows = !k_all && kk <= kListK;
@@ -1160,7 +1160,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     if (result < 0) {  // every draw rejected: the argmax (lowest index), in every kept set
       int bi = 0x7fffffff;
-      if (listed) {  // the list is intact only on the list route (plain rows reuse its memory)
+      if (listed) {  // the pivot route's list holds every token >= Theta, the max among them; else scan the row
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           const int i = tid + j * kThreads;
