@@ -14,6 +14,6 @@ rm -rf .deps/debs .deps/usr/share/doc
 # Absolute symlinks inside the packages point at /usr; make them relative to .deps.
 find .deps -type l | while read -r l; do
   t=$(readlink "$l")
-  [[ $t == /* ]] && ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" ".deps$t")" "$l"
+  if [[ $t == /* ]]; then ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" ".deps$t")" "$l"; fi
 done
 du -sh .deps
