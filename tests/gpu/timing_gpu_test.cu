@@ -43,6 +43,22 @@ __global__ void read_kernel(const int4* __restrict__ in, std::size_t n, int* out
   if (acc == 0x7eadbeef) *out = acc;
 }
 
+// The same read with every load marked L2::evict_last: what a solution that wants its inputs to outlive the
+// harness's flush would do.
+__global__ void read_evict_last_kernel(const int4* __restrict__ in, std::size_t n, int* out) {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  int acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    int4 v;
+    asm volatile("ld.global.L2::cache_hint.v4.s32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(in + i), "l"(pol));
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7eadbeef) *out = acc;
+}
+
 __global__ void illegal_write_kernel(int* p) { p[threadIdx.x] = 1; }
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
@@ -159,6 +175,32 @@ TEST_F(TimingGpu, L2FlushMakesAReadColder) {
   print("read 16 MiB warm", warm);
   std::printf("[ timing   ] read 16 MiB: cold %.2f us, warm %.2f us, ratio %.2f\n", cold.stats.median * 1e3,
               warm.stats.median * 1e3, cold.stats.median / warm.stats.median);
+  EXPECT_GT(cold.stats.median, 1.25 * warm.stats.median);
+  cudaFree(buf);
+  cudaFree(sink);
+}
+
+TEST_F(TimingGpu, L2FlushEvictsEvictLastLines) {
+  // A solution that loads its inputs with an evict_last policy must find them cold after the flush all the same.
+  const std::size_t bytes = std::size_t(16) << 20;
+  void* buf = nullptr;
+  int* sink = nullptr;
+  CHECK_CUDA(cudaMalloc(&buf, bytes));
+  CHECK_CUDA(cudaMalloc(&sink, sizeof(int)));
+  CHECK_CUDA(cudaMemset(buf, 3, bytes));
+  const int blocks = prop_.multiProcessorCount * 4;
+  const LaunchFn read = [&](void* s) {
+    read_evict_last_kernel<<<blocks, 512, 0, as_stream(s)>>>(static_cast<int4*>(buf), bytes / sizeof(int4), sink);
+  };
+  ColdTimer timer;
+  TimingConfig cfg;
+  const TimingResult cold = timer.measure_cold(read, stream_, cfg);
+  cfg.flush_l2 = false;
+  const TimingResult warm = timer.measure_cold(read, stream_, cfg);
+  print("evict_last read 16 MiB cold", cold);
+  print("evict_last read 16 MiB warm", warm);
+  std::printf("[ timing   ] evict_last read 16 MiB: cold %.2f us, warm %.2f us, ratio %.2f\n",
+              cold.stats.median * 1e3, warm.stats.median * 1e3, cold.stats.median / warm.stats.median);
   EXPECT_GT(cold.stats.median, 1.25 * warm.stats.median);
   cudaFree(buf);
   cudaFree(sink);

@@ -24,4 +24,6 @@ for w in "${workloads[@]}"; do
   run "coop, stream alone, no list" "$cand" "$w" STREAM_ONLY NO_LIST
   run "coop, stream alone, no appends" "$cand" "$w" STREAM_ONLY NO_APPEND
   run "coop, stream alone, NO_EARLY" "$cand" "$w" STREAM_ONLY NO_EARLY
+  run "coop, stream alone, NO_EARLY NO_APPEND" "$cand" "$w" STREAM_ONLY NO_EARLY NO_APPEND
+  run "stream candidate" bench/candidates/007_topk_stream "$w"
 done

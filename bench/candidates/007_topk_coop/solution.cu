@@ -21,7 +21,7 @@
  *  fp32 in log2 units (y = x * log2(e) / T, weights ex2.approx(y - m)); 512 threads, 2 CTAs per SM, a 3 x 16 KB ring,
  *  a 4096-entry list. Compile-time variants (-D): STAGES, CAP, WINDOW, KLIST (with NO_ALLLIST: only rows with
  *  top_k <= KLIST keep a list), NO_EARLY, PROP (draws per pass), CHUNKS (per pass), SOLO (the CTA makes its pass
- *  alone), SEG (warp-private list segments), and for timing only STREAM_ONLY, NO_LIST, NO_COMPACT, NO_APPEND (wrong
+ *  alone), SEG (warp-private list segments), L2HINT (evict_first for rows no pass re-reads), and for timing only STREAM_ONLY, NO_LIST, NO_COMPACT, NO_APPEND (wrong
  *  ids), TAIL_STATS (row-times.sh).
  */
 #include "d2k/solution.h"
@@ -109,6 +109,20 @@ __device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(mb)
                : "memory");
+}
+// L2HINT: the same copy with an L2 eviction-priority policy (createpolicy), for rows no pass will read again.
+__device__ __forceinline__ void bulk_g2s_hint(unsigned dst, const void* src, unsigned bytes, unsigned mb,
+                                              unsigned long long pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(mb), "l"(pol)
+      : "memory");
+}
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
@@ -644,6 +658,20 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 #endif
 
+    // L2HINT: rows that no pass can read again (no test, or a list that is complete by construction) stream with
+    // evict_first, so that the rows a pass may re-read keep their lines in L2 (60 MiB on the H200) until then.
+#ifdef L2HINT
+    const bool may_pass = (!k_all || pp < 1.0f) && !(list_rows && kb >= kk);
+    const unsigned long long pol = evict_first_policy();
+    auto load_stage = [&](unsigned dst, const void* p, unsigned bytes, unsigned mb) {
+      if (may_pass)
+        bulk_g2s(dst, p, bytes, mb);
+      else
+        bulk_g2s_hint(dst, p, bytes, mb, pol);
+    };
+#else
+    auto load_stage = [](unsigned dst, const void* p, unsigned bytes, unsigned mb) { bulk_g2s(dst, p, bytes, mb); };
+#endif
     if (tid < 32) sh.u[tid] = tid < R ? __ldg(u + row * R + tid) : 0.0f;
     if (tid == 0) {
       sh.cnt = 0;
@@ -656,8 +684,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int n4 = min(kStageF4, nb - i * kStageF4);
         fence_proxy_async();
         mbar_arrive_expect_tx(smem_u32(&sh.mbar[slot]), static_cast<unsigned>(n4) * 16u);
-        bulk_g2s(smem_u32(ring + slot * kStageF4), src + static_cast<long long>(i) * kStageF4,
-                 static_cast<unsigned>(n4) * 16u, smem_u32(&sh.mbar[slot]));
+        load_stage(smem_u32(ring + slot * kStageF4), src + static_cast<long long>(i) * kStageF4,
+                   static_cast<unsigned>(n4) * 16u, smem_u32(&sh.mbar[slot]));
       }
     }
     __syncthreads();
@@ -851,8 +879,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int n4 = min(kStageF4, nb - (s + kStages) * kStageF4);
         fence_proxy_async();
         mbar_arrive_expect_tx(smem_u32(&sh.mbar[slot]), static_cast<unsigned>(n4) * 16u);
-        bulk_g2s(smem_u32(ring + slot * kStageF4), src + static_cast<long long>(s + kStages) * kStageF4,
-                 static_cast<unsigned>(n4) * 16u, smem_u32(&sh.mbar[slot]));
+        load_stage(smem_u32(ring + slot * kStageF4), src + static_cast<long long>(s + kStages) * kStageF4,
+                   static_cast<unsigned>(n4) * 16u, smem_u32(&sh.mbar[slot]));
       }
       if (need) {  // uniform: the list passed half its capacity; raise theta to the k-th largest listed value
 #ifdef SEG
