@@ -1,0 +1,750 @@
+// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync), written 2026-12-05 without a GPU: checked only by the
+// CPU emulation (bench/cuda_emu, cpu-check.sh here); not yet compiled into a timed run on the H200.
+//
+// Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
+// L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
+// sequence start, o_t = scale S_t q_t (bf16 q, k, v, o; fp32 g, beta; K = V = 128).
+//
+// Design (the Triton expert's fused path, rebuilt so that one step of the chain is short and the tile reads are
+// shared):
+//  - Chunkwise WY/UT form with 64-token chunks cut per sequence (G = chunk-local cumsum of g, gamma = exp(G),
+//    T = (I + strictly_lower(beta_t k^_t.k^_i gamma_t / gamma_i))^-1): per chunk entered with state S_0,
+//    v_new = T diag(beta) (V - diag(gamma) K^ S_0^T), o = scale (diag(gamma) Q^ S_0^T + P v_new) with
+//    P = (Q^ K^T * gamma_t / gamma_i, i <= t), S_C = gamma_C S_0 + v_new^T diag(gamma_C / gamma) K^.
+//  - Three launches: a chunk table from cu_seqlens; a prep per (chunk, head) that builds T (Gram matrix on bf16
+//    mma, 16x16 diagonal inverses by forward substitution, the blocks below by block substitution on tf32 mma) and
+//    stores it in bf16 as [T, H, 64]; a walk per (sequence, head), longest sequences first (the table kernel ranks
+//    them), with 8 warps, warp w owning the state rows S[16w, 16w+16) (fp32, 64 registers per thread) for the
+//    whole sequence. The state is kept as the mma accumulator S (V x K), whose fragments are also the A operand of
+//    the next products (no shuffles, no shared memory round trip); every product is computed transposed (M = the
+//    warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per chunk,
+//    double-buffered with cp.async.
+//  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
+//    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
+//    log differences.
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "d2k/solution.h"
+
+#ifndef D2K_CPU_EMU
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#define D2K_DYN_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#define D2K_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#else
+#define D2K_DYN_SMEM(name) unsigned char* name = emu::t_cta->smem
+#define D2K_LAUNCH(kernel, grid, block, smem, stream) emu::launcher(kernel, grid, block, smem)
+#endif
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using u32 = std::uint32_t;
+
+constexpr int kChunk = 64;
+constexpr int kMaxRanked = 4096;  // sequences ranked by length for the walk's order (more: batch order)
+constexpr int kDim = 128;          // K = V
+constexpr int kRowBf = 136;        // bf16 per shared row of a 64 x 128 tile (272 B: ldmatrix rows on distinct banks)
+constexpr int kTRowBf = 72;        // bf16 per shared row of T and P (144 B)
+constexpr int kTileBytes = kChunk * kRowBf * 2;    // 17408
+constexpr int kTTileBytes = kChunk * kTRowBf * 2;  // 9216
+
+// walk: shared memory layout (bytes)
+constexpr int kWalkThreads = 256;
+constexpr int kStQ = 0, kStK = kTileBytes, kStV = 2 * kTileBytes, kStT = 3 * kTileBytes;
+constexpr int kStG = kStT + kTTileBytes, kStBeta = kStG + 256;
+constexpr int kStageBytes = kStBeta + 256;  // 61952
+constexpr int kWP = 2 * kStageBytes, kWO = kWP + kTTileBytes;
+// per-token factors of the current chunk (64 floats each) and gamma_C
+constexpr int kWG = kWO + kTileBytes, kWFq = kWG + 256, kWRk = kWFq + 256, kWFy = kWRk + 256, kWFo = kWFy + 256;
+constexpr int kWFs = kWFo + 256, kWEc = kWFs + 256;
+constexpr int kWalkSmem = kWEc + 16;
+
+// prep: shared memory layout (bytes)
+constexpr int kPrepThreads = 128;
+constexpr int kFRow = 72;  // floats per row of the fp32 64 x 64 matrices A and T
+constexpr int kRRow = 24;  // floats per row of a warp's 16 x 16 scratch
+// T's fp32 blocks reuse the bytes of the k tile (dead once A is built): 42.5 KB, five CTAs per SM.
+constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kPGc = kPBeta + 256;
+constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
+constexpr int kPrepSmem = kPR + 3 * 16 * kRRow * 4;
+static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
+
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+// ---------------------------------------------------------------- PTX wrappers (CPU counterparts in cuda_emu.hpp)
+
+__device__ __forceinline__ float u32_as_float(u32 u) {
+#ifdef D2K_CPU_EMU
+  return emu::bits_to_float(u);
+#else
+  return __uint_as_float(u);
+#endif
+}
+__device__ __forceinline__ float bf_lo(u32 r) { return u32_as_float(r << 16); }
+__device__ __forceinline__ float bf_hi(u32 r) { return u32_as_float(r & 0xffff0000u); }
+
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+#ifdef D2K_CPU_EMU
+  return u32(__float2bfloat16_rn(lo).x) | u32(__float2bfloat16_rn(hi).x) << 16;
+#else
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const u32*>(&v);
+#endif
+}
+
+__device__ __forceinline__ u32 tf32(float f) {
+#ifdef D2K_CPU_EMU
+  return emu::to_tf32(f);
+#else
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+#endif
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#ifdef D2K_CPU_EMU
+  const u32 b[2] = {b0, b1};
+  emu::mma_bf16_16816(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#ifdef D2K_CPU_EMU
+  const u32 b[2] = {b0, b1};
+  emu::mma_tf32_1688(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], const bf16* p) {
+#ifdef D2K_CPU_EMU
+  emu::ldmatrix_x4(r, p, false);
+#else
+  const u32 a = static_cast<u32>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], const bf16* p) {
+#ifdef D2K_CPU_EMU
+  emu::ldmatrix_x4(r, p, true);
+#else
+  const u32 a = static_cast<u32>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#endif
+}
+
+// 16 (or 4) bytes global -> shared; zero-filled when !full (the source address must still be valid).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool full) {
+#ifdef D2K_CPU_EMU
+  emu::cp_async(dst, src, 16, full);
+#else
+  const u32 d = static_cast<u32>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool full) {
+#ifdef D2K_CPU_EMU
+  emu::cp_async(dst, src, 4, full);
+#else
+  const u32 d = static_cast<u32>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(full ? 4 : 0) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef D2K_CPU_EMU
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#ifndef D2K_CPU_EMU
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------- shared pieces of prep and walk
+
+// Row factors 1 / sqrt(|x|^2 + eps) of a 64 x 128 bf16 tile, two threads per row (rows >= nrows of threads idle
+// past the tile are handled by the caller): returns the partial sum of squares of this thread's half row.
+__device__ __forceinline__ float half_row_sumsq(const bf16* row, int half) {
+  const uint4* p = reinterpret_cast<const uint4*>(row + 64 * half);
+  float s = 0.f;
+  for (int j = 0; j < 8; ++j) {
+    const uint4 u = p[j];
+    const u32 w[4] = {u.x, u.y, u.z, u.w};
+    for (int e = 0; e < 4; ++e) {
+      const float a = bf_lo(w[e]), b = bf_hi(w[e]);
+      s += a * a + b * b;
+    }
+  }
+  return s;
+}
+
+// Sum of squares of a quarter row (32 bf16) of a tile row.
+__device__ __forceinline__ float quarter_row_sumsq(const bf16* row, int part) {
+  const uint4* p = reinterpret_cast<const uint4*>(row + 32 * part);
+  float s = 0.f;
+  for (int j = 0; j < 4; ++j) {
+    const uint4 u = p[j];
+    const u32 w[4] = {u.x, u.y, u.z, u.w};
+    for (int e = 0; e < 4; ++e) {
+      const float a = bf_lo(w[e]), b = bf_hi(w[e]);
+      s += a * a + b * b;
+    }
+  }
+  return s;
+}
+
+// Inclusive cumsum of 64 log decays held two per lane: lane l ends with G_{2l} and G_{2l+1}.
+__device__ __forceinline__ void warp_cumsum64(const float* g, int lane, float& G_even, float& G_odd) {
+  const float a = g[2 * lane], b = g[2 * lane + 1];
+  float x = a + b;
+  for (int d = 1; d < 32; d <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  G_even = x - b;
+  G_odd = x;
+}
+// G_t from warp_cumsum64's registers (every lane must call it).
+__device__ __forceinline__ float pick_cumsum(float G_even, float G_odd, int t) {
+  const float e = __shfl_sync(0xffffffffu, G_even, t >> 1), o = __shfl_sync(0xffffffffu, G_odd, t >> 1);
+  return (t & 1) ? o : e;
+}
+
+// Warp-wide inclusive cumsum of the chunk's 64 log decays (two per lane); padded rows hold g = 0.
+__device__ __forceinline__ void chunk_cumsum(const float* g, float* G, float* eg, int lane) {
+  const float a = g[2 * lane], b = g[2 * lane + 1];
+  float x = a + b;
+  for (int d = 1; d < 32; d <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  const float G0 = x - b;
+  G[2 * lane] = G0;
+  G[2 * lane + 1] = x;
+  if (eg != nullptr) {
+    eg[2 * lane] = __expf(G0);
+    eg[2 * lane + 1] = __expf(x);
+  }
+}
+
+// ---------------------------------------------------------------- kernel 1: chunk table
+
+// tbl[0] = number of chunks; tbl[1 + c] = first token of chunk c; tbl[1 + n_slots + c] = its length (1..64);
+// tbl[1 + 2 n_slots + r] = the sequence of rank r by decreasing length (ties by index), so that the walk starts the
+// longest chains first (for B > kMaxRanked, the identity: the ranking is quadratic).
+__global__ void __launch_bounds__(1024) table_kernel(const int* __restrict__ cu, int B, int* __restrict__ tbl,
+                                                     int n_slots) {
+  D2K_DYN_SMEM(smem);
+  int* part = reinterpret_cast<int*>(smem);
+  const int tid = threadIdx.x;
+  const int per = (B + 1023) / 1024;
+  const int lo = imin(B, tid * per), hi = imin(B, lo + per);
+  int sum = 0;
+  for (int b = lo; b < hi; ++b) sum += (cu[b + 1] - cu[b] + kChunk - 1) / kChunk;
+  part[tid] = sum;
+  __syncthreads();
+  for (int d = 1; d < 1024; d <<= 1) {
+    const int x = tid >= d ? part[tid - d] : 0;
+    __syncthreads();
+    part[tid] += x;
+    __syncthreads();
+  }
+  int off = part[tid] - sum;
+  for (int b = lo; b < hi; ++b) {
+    const int s = cu[b], len = cu[b + 1] - s;
+    for (int j = 0; j * kChunk < len; ++j, ++off) {
+      tbl[1 + off] = s + j * kChunk;
+      tbl[1 + n_slots + off] = imin(kChunk, len - j * kChunk);
+    }
+  }
+  if (tid == 1023) tbl[0] = part[1023];
+  int* order = tbl + 1 + 2 * n_slots;
+  for (int b = tid; b < B; b += 1024) {
+    int rank = b;
+    if (B <= kMaxRanked) {
+      const int len = cu[b + 1] - cu[b];
+      rank = 0;
+      for (int j = 0; j < B; ++j) {
+        const int lj = cu[j + 1] - cu[j];
+        rank += lj > len || (lj == len && j < b);
+      }
+    }
+    order[rank] = b;
+  }
+}
+
+// ---------------------------------------------------------------- kernel 2: T per (chunk, head)
+
+// Block (i, j), i > j, of T: T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj, from blocks already in Tm (one warp).
+__device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int j, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  float R[2][4] = {};
+  for (int kb = j; kb < i; ++kb)
+    for (int s = 0; s < 2; ++s) {
+      const float* ar = As + (16 * i + g) * kFRow + 16 * kb + 8 * s + t;
+      const u32 a[4] = {tf32(ar[0]), tf32(ar[8 * kFRow]), tf32(ar[4]), tf32(ar[8 * kFRow + 4])};
+      const float* br = Tm + (16 * kb + 8 * s + t) * kFRow + 16 * j + g;
+      for (int nt = 0; nt < 2; ++nt) mma_tf32(R[nt], a, tf32(br[8 * nt]), tf32(br[4 * kFRow + 8 * nt]));
+    }
+  for (int nt = 0; nt < 2; ++nt)
+    for (int e = 0; e < 4; ++e) Rs[(g + 8 * (e >> 1)) * kRRow + 8 * nt + 2 * t + (e & 1)] = R[nt][e];
+  __syncwarp();
+  float X[2][4] = {};
+  for (int s = 0; s < 2; ++s) {
+    const float* ar = Tm + (16 * i + g) * kFRow + 16 * i + 8 * s + t;
+    const u32 a[4] = {tf32(ar[0]), tf32(ar[8 * kFRow]), tf32(ar[4]), tf32(ar[8 * kFRow + 4])};
+    const float* br = Rs + (8 * s + t) * kRRow + g;
+    for (int nt = 0; nt < 2; ++nt) mma_tf32(X[nt], a, tf32(br[8 * nt]), tf32(br[4 * kRRow + 8 * nt]));
+  }
+  for (int nt = 0; nt < 2; ++nt)
+    for (int e = 0; e < 4; ++e) Tm[(16 * i + g + 8 * (e >> 1)) * kFRow + 16 * j + 8 * nt + 2 * t + (e & 1)] = -X[nt][e];
+  __syncwarp();
+}
+
+__global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restrict__ k, const float* __restrict__ g,
+                                                            const float* __restrict__ beta, const int* __restrict__ tbl,
+                                                            bf16* __restrict__ Tg, int H, float eps, int n_slots) {
+  D2K_DYN_SMEM(sm);
+  const int slot = blockIdx.x;
+  if (slot >= tbl[0]) return;  // the whole CTA leaves together
+  const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot], h = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  bf16* Ks = reinterpret_cast<bf16*>(sm + kPK);
+  float* gs = reinterpret_cast<float*>(sm + kPG);
+  float* bs = reinterpret_cast<float*>(sm + kPBeta);
+  float* Gc = reinterpret_cast<float*>(sm + kPGc);
+  float* rk = reinterpret_cast<float*>(sm + kPRk);
+  float* As = reinterpret_cast<float*>(sm + kPA);
+  float* Tm = reinterpret_cast<float*>(sm + kPT);
+  float* Rs = reinterpret_cast<float*>(sm + kPR) + warp * 16 * kRRow;
+  const long rs = static_cast<long>(H) * kDim;
+
+  for (int i = tid; i < 1024; i += kPrepThreads) {
+    const int row = i >> 4, col = i & 15;
+    cp_async16(Ks + row * kRowBf + col * 8, k + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8, row < L);
+  }
+  {
+    const int row = tid & 63;
+    const float* src = (tid < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
+    cp_async4((tid < 64 ? gs : bs) + row, src, row < L);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+
+  {
+    float ss = half_row_sumsq(Ks + (tid >> 1) * kRowBf, tid & 1);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
+    if (warp == 0) chunk_cumsum(gs, Gc, nullptr, lane);
+  }
+  __syncthreads();
+
+  // A = strictly_lower(beta_t rk_t rk_i exp(G_t - G_i) k_t.k_i): warp w computes rows 16w..16w+15.
+  {
+    float acc[8][4] = {};
+    for (int ks = 0; ks < 8; ++ks) {
+      u32 a[4];
+      ldsm_x4(a, Ks + (16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * kRowBf + 16 * ks + 8 * (lane >> 4));
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > warp) continue;  // blocks above the diagonal stay zero
+        u32 b[4];
+        ldsm_x4(b, Ks + (16 * np + (lane & 7) + 8 * (lane >> 4)) * kRowBf + 16 * ks + 8 * ((lane >> 3) & 1));
+        mma_bf16(acc[2 * np], a, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int t = 16 * warp + gq + 8 * (e >> 1), i = 8 * n + 2 * tq + (e & 1);
+        As[t * kFRow + i] = i < t ? acc[n][e] * bs[t] * rk[t] * rk[i] * __expf(Gc[t] - Gc[i]) : 0.f;
+      }
+  }
+  __syncthreads();
+
+  // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
+  if (tid < 64) {
+    const int d = tid >> 4, c = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int t = 0; t < 16; ++t) {
+      float s = t == c ? 1.f : 0.f;
+      const float* ar = As + (16 * d + t) * kFRow + 16 * d;
+#pragma unroll
+      for (int j = 0; j < t; ++j) s -= ar[j] * x[j];
+      x[t] = s;
+    }
+#pragma unroll
+    for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
+  }
+  __syncthreads();
+  for (int lev = 1; lev < 4; ++lev) {
+    if (warp < 4 - lev) offdiag_block(As, Tm, Rs, warp + lev, warp, lane);
+    __syncthreads();
+  }
+
+  // Store T's rows in bf16, zeros above the diagonal, as the [T, H, 64] scratch.
+  for (int i = tid; i < 512; i += kPrepThreads) {
+    const int row = i >> 3, c0 = (i & 7) * 8;
+    if (row >= L) continue;
+    const float* tr = Tm + row * kFRow + c0;
+    u32 w[4];
+    for (int e = 0; e < 4; ++e) {
+      const int c = c0 + 2 * e;
+      w[e] = pack_bf16(c <= row ? tr[2 * e] : 0.f, c + 1 <= row ? tr[2 * e + 1] : 0.f);
+    }
+    *reinterpret_cast<uint4*>(Tg + (static_cast<long>(t0 + row) * H + h) * kChunk + c0) = uint4{w[0], w[1], w[2], w[3]};
+  }
+}
+
+// ---------------------------------------------------------------- kernel 3: the walk per (sequence, head)
+
+// A-operand fragment (16 x 16, k-step ks) from two accumulator tiles x[2ks], x[2ks+1] (16 x 8 each), each column
+// scaled by f[col] when f is given.
+__device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], const float (&x1)[4]) {
+  a[0] = pack_bf16(x0[0], x0[1]);
+  a[1] = pack_bf16(x0[2], x0[3]);
+  a[2] = pack_bf16(x1[0], x1[1]);
+  a[3] = pack_bf16(x1[2], x1[3]);
+}
+
+__global__ void __launch_bounds__(kWalkThreads, 1)
+    walk_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
+                const int* __restrict__ order, const bf16* __restrict__ Tg, bf16* __restrict__ o, int H,
+                float scale, float eps) {
+  D2K_DYN_SMEM(sm);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.x % H, b = order[blockIdx.x / H];
+  const int t_beg = cu[b], t_end = cu[b + 1];
+  const int n_chunks = (t_end - t_beg + kChunk - 1) / kChunk;
+  const long rs = static_cast<long>(H) * kDim;
+  const int v0 = 16 * warp;  // this warp's state rows (V)
+  bf16* Ps = reinterpret_cast<bf16*>(sm + kWP);
+  bf16* Os = reinterpret_cast<bf16*>(sm + kWO);
+  float* Gc = reinterpret_cast<float*>(sm + kWG);   // G_t
+  float* fq = reinterpret_cast<float*>(sm + kWFq);  // scale rq_t
+  float* rk = reinterpret_cast<float*>(sm + kWRk);  // rk_t
+  float* fy = reinterpret_cast<float*>(sm + kWFy);  // beta_t gamma_t rk_t
+  float* fo = reinterpret_cast<float*>(sm + kWFo);  // scale gamma_t rq_t
+  float* fs = reinterpret_cast<float*>(sm + kWFs);  // gamma_C / gamma_t rk_t
+  float* eC = reinterpret_cast<float*>(sm + kWEc);  // gamma_C
+  // ldmatrix lane offsets: A operand of a row-major tile, B operand from a row-major [n][k] tile, B operand from a
+  // row-major [k][n] tile (.trans), and the transposed C layout of V (.trans).
+  const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+  const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
+
+  auto load_stage = [&](int c, int s) {
+    const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
+    unsigned char* st = sm + s * kStageBytes;
+    for (int i = tid; i < 3 * 1024; i += kWalkThreads) {
+      const int which = i >> 10, row = (i >> 4) & 63, col = i & 15;
+      const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8;
+      cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + row * kRowBf + col * 8, src, row < L);
+    }
+    for (int i = tid; i < 512; i += kWalkThreads) {
+      const int row = i >> 3, col = i & 7;
+      cp_async16(reinterpret_cast<bf16*>(st + kStT) + row * kTRowBf + col * 8,
+                 Tg + (static_cast<long>(t0 + imin(row, L - 1)) * H + h) * kChunk + col * 8, row < L);
+    }
+    if (tid < 128) {
+      const int row = tid & 63;
+      const float* src = (tid < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
+      cp_async4(reinterpret_cast<float*>(st + (tid < 64 ? kStG : kStBeta)) + row, src, row < L);
+    }
+    cp_async_commit();
+  };
+
+  float ht[16][4];  // S[v0 + gq (+8)][8n + 2tq (+1)], fp32
+  for (int n = 0; n < 16; ++n)
+    for (int e = 0; e < 4; ++e) ht[n][e] = 0.f;
+
+  if (n_chunks > 0) load_stage(0, 0);
+  for (int c = 0; c < n_chunks; ++c) {
+    const int s = c & 1;
+    const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
+    cp_async_wait_all();
+    __syncthreads();  // stage s has landed for every thread; the previous chunk is done with P, O and the factors
+    if (c + 1 < n_chunks) load_stage(c + 1, s ^ 1);
+    const unsigned char* st = sm + s * kStageBytes;
+    const bf16* Qs = reinterpret_cast<const bf16*>(st + kStQ);
+    const bf16* Ks = reinterpret_cast<const bf16*>(st + kStK);
+    const bf16* Vs = reinterpret_cast<const bf16*>(st + kStV);
+    const bf16* Ts = reinterpret_cast<const bf16*>(st + kStT);
+    const float* bs = reinterpret_cast<const float*>(st + kStBeta);
+    {
+      // Four threads per token t (warp w: t = 8w .. 8w + 7); every warp scans the chunk's 64 log decays itself.
+      const int t = 8 * warp + (lane >> 2);
+      float sq = quarter_row_sumsq(Qs + t * kRowBf, lane & 3), sk = quarter_row_sumsq(Ks + t * kRowBf, lane & 3);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+      sk += __shfl_xor_sync(0xffffffffu, sk, 1);
+      sk += __shfl_xor_sync(0xffffffffu, sk, 2);
+      float G_even, G_odd;
+      warp_cumsum64(reinterpret_cast<const float*>(st + kStG), lane, G_even, G_odd);
+      const float Gt = pick_cumsum(G_even, G_odd, t), GC = pick_cumsum(G_even, G_odd, L - 1);
+      if ((lane & 3) == 0) {
+        const float rqt = rsqrtf(sq + eps), rkt = rsqrtf(sk + eps), egt = __expf(Gt);
+        Gc[t] = Gt;
+        fq[t] = scale * rqt;
+        rk[t] = rkt;
+        fy[t] = bs[t] * egt * rkt;
+        fo[t] = scale * egt * rqt;
+        fs[t] = __expf(GC - Gt) * rkt;
+        if (t == 0) eC[0] = __expf(GC);
+      }
+    }
+    __syncthreads();
+
+    // P = scale (q.k) rq_t rk_i exp(G_t - G_i) for i <= t: warp w computes rows 16(w/2).., columns 32(w%2)..
+    {
+      const int mt = warp >> 1, nb = 4 * (warp & 1);
+      float acc[4][4] = {};
+      if (8 * nb <= 16 * mt + 15) {
+        for (int ks = 0; ks < 8; ++ks) {
+          u32 a[4];
+          ldsm_x4(a, Qs + (16 * mt + a_row) * kRowBf + 16 * ks + a_col);
+          for (int np = 0; np < 2; ++np) {
+            u32 bb[4];
+            ldsm_x4(bb, Ks + (8 * nb + 16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+            mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+            mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+          }
+        }
+      }
+      for (int n = 0; n < 4; ++n)
+        for (int hi = 0; hi < 2; ++hi) {
+          const int t = 16 * mt + gq + 8 * hi, i = 8 * (nb + n) + 2 * tq;
+          const float f = fq[t], Gt = Gc[t];
+          const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
+          const float p0 = i <= t ? acc[n][2 * hi] * f * ri.x * __expf(Gt - Gi.x) : 0.f;
+          const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * ri.y * __expf(Gt - Gi.y) : 0.f;
+          *reinterpret_cast<u32*>(Ps + t * kTRowBf + i) = pack_bf16(p0, p1);
+        }
+    }
+
+    // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
+    float kh[8][4], ot[8][4];
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) kh[n][e] = ot[n][e] = 0.f;
+    for (int ks = 0; ks < 8; ++ks) {
+      u32 a[4];
+      acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
+      for (int np = 0; np < 4; ++np) {
+        u32 bk[4], bq[4];
+        ldsm_x4(bk, Ks + (16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+        mma_bf16(kh[2 * np], a, bk[0], bk[1]);
+        mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
+        ldsm_x4(bq, Qs + (16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+        mma_bf16(ot[2 * np], a, bq[0], bq[1]);
+        mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
+      }
+    }
+
+    // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
+    for (int j = 0; j < 4; ++j) {
+      u32 vt[4];
+      ldsm_x4_t(vt, Vs + (16 * j + bn_row) * kRowBf + v0 + bn_col);
+      for (int half = 0; half < 2; ++half) {
+        const int n = 2 * j + half;
+        const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
+        const float vv[4] = {bf_lo(lo), bf_hi(lo), bf_lo(hi), bf_hi(hi)};
+        const int t = 8 * n + 2 * tq;
+        const float2 fb = *reinterpret_cast<const float2*>(bs + t), fk = *reinterpret_cast<const float2*>(fy + t);
+        kh[n][0] = fb.x * vv[0] - fk.x * kh[n][0];
+        kh[n][1] = fb.y * vv[1] - fk.y * kh[n][1];
+        kh[n][2] = fb.x * vv[2] - fk.x * kh[n][2];
+        kh[n][3] = fb.y * vv[3] - fk.y * kh[n][3];
+      }
+    }
+
+    // v_new = T y: vn[v][t] = sum_t' y[v][t'] T[t][t'] (T lower triangular: skip the blocks above).
+    float vn[8][4];
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
+    for (int ks = 0; ks < 4; ++ks) {
+      u32 a[4];
+      acc_to_a(a, kh[2 * ks], kh[2 * ks + 1]);
+      for (int np = ks; np < 4; ++np) {
+        u32 bt[4];
+        ldsm_x4(bt, Ts + (16 * np + bn_row) * kTRowBf + 16 * ks + bn_col);
+        mma_bf16(vn[2 * np], a, bt[0], bt[1]);
+        mma_bf16(vn[2 * np + 1], a, bt[2], bt[3]);
+      }
+    }
+
+    // The output's h_0 term: scale gamma_t rq_t (S_0 q_t).
+    for (int n = 0; n < 8; ++n) {
+      const float2 f = *reinterpret_cast<const float2*>(fo + 8 * n + 2 * tq);
+      ot[n][0] *= f.x;
+      ot[n][1] *= f.y;
+      ot[n][2] *= f.x;
+      ot[n][3] *= f.y;
+    }
+    __syncthreads();  // P complete
+
+    // o += v_new P^T: ot[v][t] += sum_i vn[v][i] P[t][i].
+    for (int ks = 0; ks < 4; ++ks) {
+      u32 a[4];
+      acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
+      for (int np = ks; np < 4; ++np) {
+        u32 bp[4];
+        ldsm_x4(bp, Ps + (16 * np + bn_row) * kTRowBf + 16 * ks + bn_col);
+        mma_bf16(ot[2 * np], a, bp[0], bp[1]);
+        mma_bf16(ot[2 * np + 1], a, bp[2], bp[3]);
+      }
+    }
+
+    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K: columns of vn scaled, then K through ldmatrix.trans.
+    {
+      const float decay = eC[0];
+      for (int n = 0; n < 16; ++n)
+        for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
+      for (int n = 0; n < 8; ++n) {
+        const float2 f = *reinterpret_cast<const float2*>(fs + 8 * n + 2 * tq);
+        vn[n][0] *= f.x;
+        vn[n][1] *= f.y;
+        vn[n][2] *= f.x;
+        vn[n][3] *= f.y;
+      }
+      for (int ks = 0; ks < 4; ++ks) {
+        u32 a[4];
+        acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
+        for (int np = 0; np < 8; ++np) {
+          u32 bk[4];
+          ldsm_x4_t(bk, Ks + (16 * ks + a_row) * kRowBf + 16 * np + a_col);
+          mma_bf16(ht[2 * np], a, bk[0], bk[1]);
+          mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
+        }
+      }
+    }
+
+    // o through shared memory ([t][v]) for 16-byte global stores.
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int t = 8 * n + 2 * tq + (e & 1), vv = v0 + gq + 8 * (e >> 1);
+        Os[t * kRowBf + vv] = __float2bfloat16_rn(ot[n][e]);
+      }
+    __syncthreads();
+    for (int i = tid; i < L * 16; i += kWalkThreads) {
+      const int row = i >> 4, col = i & 15;
+      *reinterpret_cast<uint4*>(o + (t0 + row) * rs + h * kDim + col * 8) =
+          *reinterpret_cast<const uint4*>(Os + row * kRowBf + col * 8);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- host side
+
+struct Scratch {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  int device = -1;
+};
+Scratch g_scratch;
+std::mutex g_scratch_mu;  // kept across calls (grown outside stream capture; a capture gets a stream-ordered buffer)
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* outputs, int n_outputs,
+                         const d2k_param* params, int n_params, d2k_stream stream_) {
+  if (n_inputs != 6 || n_outputs != 1 || n_params != 2) return 1;
+  const d2k_tensor &tq = inputs[0], &tk = inputs[1], &tv = inputs[2], &tg = inputs[3], &tb = inputs[4];
+  const d2k_tensor &tc = inputs[5], &to = outputs[0];
+  if (tq.dtype != D2K_BFLOAT16 || tk.dtype != D2K_BFLOAT16 || tv.dtype != D2K_BFLOAT16 || tg.dtype != D2K_FLOAT32 ||
+      tb.dtype != D2K_FLOAT32 || tc.dtype != D2K_INT32 || to.dtype != D2K_BFLOAT16)
+    return 2;
+  if (tq.ndim != 3 || tk.ndim != 3 || tv.ndim != 3 || to.ndim != 3 || tg.ndim != 2 || tb.ndim != 2 || tc.ndim != 1)
+    return 3;
+  const int64_t T = tq.shape[0], H = tq.shape[1], B = tc.shape[0] - 1;
+  for (const d2k_tensor* t : {&tq, &tk, &tv, &to})
+    if (t->shape[0] != T || t->shape[1] != H || t->shape[2] != kDim || !aligned16(t->data)) return 3;
+  if (tg.shape[0] != T || tg.shape[1] != H || tb.shape[0] != T || tb.shape[1] != H || B < 1) return 3;
+  if (T > (int64_t(1) << 31) / 2 || H > 65535 || B * H > 0x7fffffff) return 3;
+  if (T == 0) return 0;
+  const float scale = static_cast<float>(params[0].f), eps = static_cast<float>(params[1].f);
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
+
+  const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
+  const std::size_t t_bytes = static_cast<std::size_t>(T) * H * kChunk * sizeof(bf16);
+  const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
+
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(g_scratch_mu);
+  void* buf = nullptr;
+  bool temporary = false;
+  if (g_scratch.device != device || g_scratch.bytes < need) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    err = cudaStreamIsCapturing(stream, &cs);
+    if (err != cudaSuccess) return err;
+    if (cs == cudaStreamCaptureStatusNone) {
+      if (g_scratch.ptr != nullptr && g_scratch.device == device) cudaFree(g_scratch.ptr);
+      g_scratch = Scratch{};
+      err = cudaMalloc(&g_scratch.ptr, need);
+      if (err != cudaSuccess) return err;
+      g_scratch.bytes = need;
+      g_scratch.device = device;
+      buf = g_scratch.ptr;
+    } else {
+      err = cudaMallocAsync(&buf, need, stream);
+      if (err != cudaSuccess) return err;
+      temporary = true;
+    }
+  } else {
+    buf = g_scratch.ptr;
+  }
+  bf16* Tg = static_cast<bf16*>(buf);
+  int* tbl = reinterpret_cast<int*>(static_cast<char*>(buf) + t_bytes);
+
+  const bf16* q = static_cast<const bf16*>(tq.data);
+  const bf16* k = static_cast<const bf16*>(tk.data);
+  const bf16* v = static_cast<const bf16*>(tv.data);
+  const float* g = static_cast<const float*>(tg.data);
+  const float* beta = static_cast<const float*>(tb.data);
+  const int* cu = static_cast<const int*>(tc.data);
+  bf16* o = static_cast<bf16*>(to.data);
+  const int h = static_cast<int>(H);
+
+  if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess ||
+      (err = cudaFuncSetAttribute(walk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWalkSmem)) != cudaSuccess)
+    return err;
+  // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results).
+#ifndef D2K_ONLY_WALK
+  D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 4096, stream)(cu, static_cast<int>(B), tbl, n_slots);
+  D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps, n_slots);
+#endif
+#ifndef D2K_ONLY_PREP
+  D2K_LAUNCH(walk_kernel, dim3(static_cast<unsigned>(B * H)), dim3(kWalkThreads), kWalkSmem, stream)(
+      q, k, v, g, beta, cu, tbl + 1 + 2 * n_slots, Tg, o, h, scale, eps);
+#endif
+  err = cudaGetLastError();
+  if (temporary) {
+    const cudaError_t ferr = cudaFreeAsync(buf, stream);
+    if (err == cudaSuccess) err = ferr;
+  }
+  return err;
+}

@@ -1,0 +1,321 @@
+// CPU emulation of the small subset of CUDA that d2k's hand-written CUDA candidates use, so that their kernels can
+// be checked for correctness on a machine without a GPU (CI and the development machines have none; device time is
+// scarce). Not a simulator: no timing, no memory model beyond what std::barrier gives.
+//
+// How: a kernel is compiled as plain C++ (g++) with this header included first and D2K_CPU_EMU defined. A launch
+// runs the CTAs one after another; each CTA runs its blockDim threads as std::threads. __syncthreads is a barrier over
+// the CTA's threads; warp-collective operations (mma, ldmatrix, shuffles) exchange their lanes' operands through a
+// per-warp buffer between two barriers over the warp's 32 threads, so every lane must reach them, as on the GPU.
+// Dynamic shared memory is filled with 0xff bytes (NaN as float and bf16) before each CTA, so a read of a slot the
+// kernel never wrote tends to show up as NaN in the output.
+#pragma once
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+// ---------------------------------------------------------------- the CUDA vocabulary the kernels use
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+constexpr cudaError_t cudaErrorInvalidValue = 1;
+constexpr cudaError_t cudaErrorMemoryAllocation = 2;
+typedef struct CUstream_st* cudaStream_t;
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* s) {
+  *s = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void** p, std::size_t n) {
+  *p = std::malloc(n ? n : 1);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaMallocAsync(void** p, std::size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+inline cudaError_t cudaMemsetAsync(void* p, int v, std::size_t n, cudaStream_t) {
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
+template <class F>
+inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+
+// bf16 with round-to-nearest-even conversions, as __float2bfloat16_rn on the GPU.
+struct __nv_bfloat16 {
+  std::uint16_t x;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<std::uint16_t>((u >> 16) | 0x40)};  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<std::uint16_t>(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 b) {
+  const std::uint32_t u = std::uint32_t(b.x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float __expf(float x) { return std::exp(x); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+namespace emu {
+
+struct Warp {
+  std::barrier<> bar{32};
+  alignas(64) unsigned char xch[32][64];
+};
+
+struct Cta {
+  dim3 grid, block, idx;
+  unsigned nthreads = 0;
+  std::barrier<>* bar = nullptr;
+  std::vector<std::unique_ptr<Warp>> warps;
+  unsigned char* smem = nullptr;
+};
+
+inline thread_local dim3 t_thread, t_block;
+inline thread_local Cta* t_cta = nullptr;
+
+inline unsigned linear_tid() { return t_thread.x + t_cta->block.x * (t_thread.y + t_cta->block.y * t_thread.z); }
+inline unsigned lane() { return linear_tid() % 32; }
+inline Warp& warp() { return *t_cta->warps[linear_tid() / 32]; }
+
+// Every lane publishes `in`; then each lane computes its result from all lanes' inputs with f(lane, get).
+template <class Out, class In, class F>
+Out collective(const In& in, F f) {
+  static_assert(sizeof(In) <= 64, "collective input too large");
+  Warp& w = warp();
+  const unsigned l = lane();
+  std::memcpy(w.xch[l], &in, sizeof(In));
+  w.bar.arrive_and_wait();
+  auto get = [&](unsigned src) {
+    In x;
+    std::memcpy(&x, w.xch[src], sizeof(In));
+    return x;
+  };
+  Out out = f(l, get);
+  w.bar.arrive_and_wait();
+  return out;
+}
+
+template <class K, class... P>
+struct Launcher {
+  K* kernel;
+  dim3 grid, block;
+  std::size_t smem;
+  template <class... A>
+  void operator()(A... args) const {
+    const unsigned n = block.x * block.y * block.z;
+    if (n % 32 != 0) std::abort();  // the kernels here always launch whole warps
+    std::vector<unsigned char> shared(smem + 16);
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          std::memset(shared.data(), 0xff, shared.size());
+          std::barrier<> bar(n);
+          Cta cta;
+          cta.grid = grid;
+          cta.block = block;
+          cta.idx = dim3(x, y, z);
+          cta.nthreads = n;
+          cta.bar = &bar;
+          for (unsigned w = 0; w < n / 32; ++w) cta.warps.push_back(std::make_unique<Warp>());
+          cta.smem = shared.data();
+          std::vector<std::thread> threads;
+          threads.reserve(n);
+          for (unsigned t = 0; t < n; ++t)
+            threads.emplace_back([&, t] {
+              t_cta = &cta;
+              t_block = cta.idx;
+              t_thread = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+              kernel(args...);
+            });
+          for (auto& th : threads) th.join();
+        }
+  }
+};
+
+template <class... P>
+Launcher<void(P...), P...> launcher(void (*k)(P...), dim3 grid, dim3 block, std::size_t smem) {
+  return {k, grid, block, smem};
+}
+
+}  // namespace emu
+
+#define threadIdx (emu::t_thread)
+#define blockIdx (emu::t_block)
+#define blockDim (emu::t_cta->block)
+#define gridDim (emu::t_cta->grid)
+#define __syncthreads() (emu::t_cta->bar->arrive_and_wait())
+#define __syncwarp() (emu::warp().bar.arrive_and_wait())
+
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+  return emu::collective<float>(v, [&](unsigned l, auto get) { return get(l ^ unsigned(mask)); });
+}
+inline float __shfl_up_sync(unsigned, float v, int delta) {
+  return emu::collective<float>(v, [&](unsigned l, auto get) { return l >= unsigned(delta) ? get(l - delta) : get(l); });
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+  return emu::collective<float>(v, [&](unsigned, auto get) { return get(unsigned(src) & 31u); });
+}
+
+// ---------------------------------------------------------------- tensor-core and async-copy counterparts
+namespace emu {
+
+inline float bf16_half(std::uint32_t reg, int hi) {
+  return __bfloat162float({static_cast<std::uint16_t>(hi ? reg >> 16 : reg & 0xffffu)});
+}
+inline float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32: d = A B + c, fragments as the PTX ISA lays them out
+// (lane = 4 group + tig: A regs (g, 2t), (g+8, 2t), (g, 2t+8), (g+8, 2t+8); B regs (k 2t, n g), (k 2t+8, n g);
+// C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)).
+inline void mma_bf16_16816(float* d, const std::uint32_t* a, const std::uint32_t* b) {
+  struct In {
+    std::uint32_t a[4], b[2];
+  } in;
+  std::memcpy(in.a, a, sizeof in.a);
+  std::memcpy(in.b, b, sizeof in.b);
+  struct Out {
+    float d[4];
+  };
+  const float c[4] = {d[0], d[1], d[2], d[3]};
+  const Out o = collective<Out>(in, [&](unsigned l, auto get) {
+    float A[16][16], B[16][8];
+    for (unsigned s = 0; s < 32; ++s) {
+      const In x = get(s);
+      const unsigned g = s >> 2, t = s & 3;
+      for (int h = 0; h < 2; ++h) {
+        A[g][2 * t + h] = bf16_half(x.a[0], h);
+        A[g + 8][2 * t + h] = bf16_half(x.a[1], h);
+        A[g][2 * t + 8 + h] = bf16_half(x.a[2], h);
+        A[g + 8][2 * t + 8 + h] = bf16_half(x.a[3], h);
+        B[2 * t + h][g] = bf16_half(x.b[0], h);
+        B[2 * t + 8 + h][g] = bf16_half(x.b[1], h);
+      }
+    }
+    const unsigned g = l >> 2, t = l & 3;
+    Out r;
+    for (int e = 0; e < 4; ++e) {
+      const unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      float acc = c[e];
+      for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      r.d[e] = acc;
+    }
+    return r;
+  });
+  std::memcpy(d, o.d, sizeof o.d);
+}
+
+// cvt.rna.tf32.f32: round to nearest (ties away from zero) at the tf32 mantissa's last bit.
+inline std::uint32_t to_tf32(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+  return u;
+}
+
+// mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32: A regs (g, t), (g+8, t), (g, t+4), (g+8, t+4); B regs (k t, n g),
+// (k t+4, n g); C as above.
+inline void mma_tf32_1688(float* d, const std::uint32_t* a, const std::uint32_t* b) {
+  struct In {
+    std::uint32_t a[4], b[2];
+  } in;
+  std::memcpy(in.a, a, sizeof in.a);
+  std::memcpy(in.b, b, sizeof in.b);
+  struct Out {
+    float d[4];
+  };
+  const float c[4] = {d[0], d[1], d[2], d[3]};
+  const Out o = collective<Out>(in, [&](unsigned l, auto get) {
+    float A[16][8], B[8][8];
+    for (unsigned s = 0; s < 32; ++s) {
+      const In x = get(s);
+      const unsigned g = s >> 2, t = s & 3;
+      A[g][t] = bits_to_float(x.a[0] & ~0x1fffu);
+      A[g + 8][t] = bits_to_float(x.a[1] & ~0x1fffu);
+      A[g][t + 4] = bits_to_float(x.a[2] & ~0x1fffu);
+      A[g + 8][t + 4] = bits_to_float(x.a[3] & ~0x1fffu);
+      B[t][g] = bits_to_float(x.b[0] & ~0x1fffu);
+      B[t + 4][g] = bits_to_float(x.b[1] & ~0x1fffu);
+    }
+    const unsigned g = l >> 2, t = l & 3;
+    Out r;
+    for (int e = 0; e < 4; ++e) {
+      const unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      float acc = c[e];
+      for (int k = 0; k < 8; ++k) acc += A[row][k] * B[k][col];
+      r.d[e] = acc;
+    }
+    return r;
+  });
+  std::memcpy(d, o.d, sizeof o.d);
+}
+
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8i..8i+7 give the row addresses of matrix i; register i
+// of lane l holds matrix i's (row l/4, columns 2(l%4), +1), or with .trans (rows 2(l%4), +1, column l/4).
+inline void ldmatrix_x4(std::uint32_t* r, const void* p, bool trans) {
+  struct Out {
+    std::uint32_t r[4];
+  };
+  const Out o = collective<Out>(p, [&](unsigned l, auto get) {
+    Out out;
+    for (unsigned i = 0; i < 4; ++i) {
+      std::uint16_t lo, hi;
+      if (!trans) {
+        const auto* row = static_cast<const std::uint16_t*>(get(8 * i + l / 4));
+        lo = row[2 * (l % 4)];
+        hi = row[2 * (l % 4) + 1];
+      } else {
+        lo = static_cast<const std::uint16_t*>(get(8 * i + 2 * (l % 4)))[l / 4];
+        hi = static_cast<const std::uint16_t*>(get(8 * i + 2 * (l % 4) + 1))[l / 4];
+      }
+      out.r[i] = std::uint32_t(lo) | std::uint32_t(hi) << 16;
+    }
+    return out;
+  });
+  std::memcpy(r, o.r, sizeof o.r);
+}
+
+// cp.async with a source size of 0 or n: copies at once (there is nothing to overlap with on the CPU).
+inline void cp_async(void* dst, const void* src, std::size_t n, bool full) {
+  if (full)
+    std::memcpy(dst, src, n);
+  else
+    std::memset(dst, 0, n);
+}
+
+}  // namespace emu
