@@ -18,7 +18,8 @@
 //    whole sequence. The state is kept as the mma accumulator S (V x K), whose fragments are also the A operand of
 //    the next products (no shuffles, no shared memory round trip); every product is computed transposed (M = the
 //    warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per chunk,
-//    double-buffered with cp.async.
+//    double-buffered with cp.async. With too few (sequence, head) pairs to fill the GPU (one 32k-token sequence of
+//    32 heads), V is split over 2 or 4 CTAs of 4 or 2 warps while each still gets an SM of its own.
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -52,7 +53,6 @@ constexpr int kTileBytes = kChunk * kRowBf * 2;    // 17408
 constexpr int kTTileBytes = kChunk * kTRowBf * 2;  // 9216
 
 // walk: shared memory layout (bytes)
-constexpr int kWalkThreads = 256;
 constexpr int kStQ = 0, kStK = kTileBytes, kStV = 2 * kTileBytes, kStT = 3 * kTileBytes;
 constexpr int kStG = kStT + kTTileBytes, kStBeta = kStG + 256;
 constexpr int kStageBytes = kStBeta + 256;  // 61952
@@ -428,18 +428,23 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], cons
   a[3] = pack_bf16(x1[2], x1[3]);
 }
 
-__global__ void __launch_bounds__(kWalkThreads, 1)
+// NW warps per CTA; the CTA owns state rows [16 NW j, 16 NW (j + 1)) of V, j = blockIdx.x % (8 / NW): NW < 8 only
+// when there are too few (sequence, head) pairs to fill the GPU.
+template <int NW>
+__global__ void __launch_bounds__(32 * NW, 1)
     walk_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                 const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
                 const int* __restrict__ order, const bf16* __restrict__ Tg, bf16* __restrict__ o, int H,
                 float scale, float eps) {
   D2K_DYN_SMEM(sm);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
-  const int h = blockIdx.x % H, b = order[blockIdx.x / H];
+  constexpr int kThreads = 32 * NW, kSplit = 8 / NW;
+  const int pair = blockIdx.x / kSplit, vbase = (blockIdx.x % kSplit) * 16 * NW;
+  const int h = pair % H, b = order[pair / H];
   const int t_beg = cu[b], t_end = cu[b + 1];
   const int n_chunks = (t_end - t_beg + kChunk - 1) / kChunk;
   const long rs = static_cast<long>(H) * kDim;
-  const int v0 = 16 * warp;  // this warp's state rows (V)
+  const int v0 = vbase + 16 * warp;  // this warp's state rows (V)
   bf16* Ps = reinterpret_cast<bf16*>(sm + kWP);
   bf16* Os = reinterpret_cast<bf16*>(sm + kWO);
   float* Gc = reinterpret_cast<float*>(sm + kWG);   // G_t
@@ -457,20 +462,20 @@ __global__ void __launch_bounds__(kWalkThreads, 1)
   auto load_stage = [&](int c, int s) {
     const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
     unsigned char* st = sm + s * kStageBytes;
-    for (int i = tid; i < 3 * 1024; i += kWalkThreads) {
+    for (int i = tid; i < 3 * 1024; i += kThreads) {
       const int which = i >> 10, row = (i >> 4) & 63, col = i & 15;
       const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8;
       cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + row * kRowBf + col * 8, src, row < L);
     }
-    for (int i = tid; i < 512; i += kWalkThreads) {
+    for (int i = tid; i < 512; i += kThreads) {
       const int row = i >> 3, col = i & 7;
       cp_async16(reinterpret_cast<bf16*>(st + kStT) + row * kTRowBf + col * 8,
                  Tg + (static_cast<long>(t0 + imin(row, L - 1)) * H + h) * kChunk + col * 8, row < L);
     }
-    if (tid < 128) {
-      const int row = tid & 63;
-      const float* src = (tid < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
-      cp_async4(reinterpret_cast<float*>(st + (tid < 64 ? kStG : kStBeta)) + row, src, row < L);
+    for (int i = tid; i < 128; i += kThreads) {
+      const int row = i & 63;
+      const float* src = (i < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
+      cp_async4(reinterpret_cast<float*>(st + (i < 64 ? kStG : kStBeta)) + row, src, row < L);
     }
     cp_async_commit();
   };
@@ -493,16 +498,18 @@ __global__ void __launch_bounds__(kWalkThreads, 1)
     const bf16* Ts = reinterpret_cast<const bf16*>(st + kStT);
     const float* bs = reinterpret_cast<const float*>(st + kStBeta);
     {
-      // Four threads per token t (warp w: t = 8w .. 8w + 7); every warp scans the chunk's 64 log decays itself.
-      const int t = 8 * warp + (lane >> 2);
+      // Four threads per token t (warp w: t = 8w .. 8w + 7, then + 8 NW); every warp scans the 64 log decays itself.
+      float G_even, G_odd;
+      warp_cumsum64(reinterpret_cast<const float*>(st + kStG), lane, G_even, G_odd);
+      const float GC = pick_cumsum(G_even, G_odd, L - 1);
+      for (int tb = warp; tb < 8; tb += NW) {
+      const int t = 8 * tb + (lane >> 2);
       float sq = quarter_row_sumsq(Qs + t * kRowBf, lane & 3), sk = quarter_row_sumsq(Ks + t * kRowBf, lane & 3);
       sq += __shfl_xor_sync(0xffffffffu, sq, 1);
       sq += __shfl_xor_sync(0xffffffffu, sq, 2);
       sk += __shfl_xor_sync(0xffffffffu, sk, 1);
       sk += __shfl_xor_sync(0xffffffffu, sk, 2);
-      float G_even, G_odd;
-      warp_cumsum64(reinterpret_cast<const float*>(st + kStG), lane, G_even, G_odd);
-      const float Gt = pick_cumsum(G_even, G_odd, t), GC = pick_cumsum(G_even, G_odd, L - 1);
+      const float Gt = pick_cumsum(G_even, G_odd, t);
       if ((lane & 3) == 0) {
         const float rqt = rsqrtf(sq + eps), rkt = rsqrtf(sk + eps), egt = __expf(Gt);
         Gc[t] = Gt;
@@ -513,12 +520,14 @@ __global__ void __launch_bounds__(kWalkThreads, 1)
         fs[t] = __expf(GC - Gt) * rkt;
         if (t == 0) eC[0] = __expf(GC);
       }
+      }
     }
     __syncthreads();
 
-    // P = scale (q.k) rq_t rk_i exp(G_t - G_i) for i <= t: warp w computes rows 16(w/2).., columns 32(w%2)..
-    {
-      const int mt = warp >> 1, nb = 4 * (warp & 1);
+    // P = scale (q.k) rq_t rk_i exp(G_t - G_i) for i <= t, in 8 tiles: tile p holds rows 16(p/2).., columns
+    // 32(p%2).., and warp w computes tiles w, w + NW, ...
+    for (int p = warp; p < 8; p += NW) {
+      const int mt = p >> 1, nb = 4 * (p & 1);
       float acc[4][4] = {};
       if (8 * nb <= 16 * mt + 15) {
         for (int ks = 0; ks < 8; ++ks) {
@@ -646,8 +655,8 @@ __global__ void __launch_bounds__(kWalkThreads, 1)
         Os[t * kRowBf + vv] = __float2bfloat16_rn(ot[n][e]);
       }
     __syncthreads();
-    for (int i = tid; i < L * 16; i += kWalkThreads) {
-      const int row = i >> 4, col = i & 15;
+    for (int i = tid; i < L * 2 * NW; i += kThreads) {  // this CTA's 16 NW columns: 2 NW vectors per row
+      const int row = i / (2 * NW), col = vbase / 8 + i % (2 * NW);
       *reinterpret_cast<uint4*>(o + (t0 + row) * rs + h * kDim + col * 8) =
           *reinterpret_cast<const uint4*>(Os + row * kRowBf + col * 8);
     }
@@ -682,7 +691,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   for (const d2k_tensor* t : {&tq, &tk, &tv, &to})
     if (t->shape[0] != T || t->shape[1] != H || t->shape[2] != kDim || !aligned16(t->data)) return 3;
   if (tg.shape[0] != T || tg.shape[1] != H || tb.shape[0] != T || tb.shape[1] != H || B < 1) return 3;
-  if (T > (int64_t(1) << 31) / 2 || H > 65535 || B * H > 0x7fffffff) return 3;
+  if (T > (int64_t(1) << 31) / 2 || H > 65535 || B * H > 0x7fffffff / 4) return 3;
   if (T == 0) return 0;
   const float scale = static_cast<float>(params[0].f), eps = static_cast<float>(params[1].f);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
@@ -729,8 +738,19 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   bf16* o = static_cast<bf16*>(to.data);
   const int h = static_cast<int>(H);
 
-  if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess ||
-      (err = cudaFuncSetAttribute(walk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWalkSmem)) != cudaSuccess)
+  // Split V over 2 or 4 CTAs per (sequence, head) only while every CTA still gets an SM of its own: few long
+  // chains (one 32k-token sequence of 32 heads) would otherwise leave most SMs idle.
+  int sms = 0;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  int split = 1;
+  while (split < 4 && B * H * split * 2 <= sms) split *= 2;
+#ifdef D2K_SPLIT
+  split = D2K_SPLIT;  // timing variants: force 1, 2 or 4
+#endif
+  if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
+    return err;
+  if ((err = cudaFuncSetAttribute(split == 1 ? walk_kernel<8> : split == 2 ? walk_kernel<4> : walk_kernel<2>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kWalkSmem)) != cudaSuccess)
     return err;
   // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results).
 #ifndef D2K_ONLY_WALK
@@ -738,8 +758,14 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps, n_slots);
 #endif
 #ifndef D2K_ONLY_PREP
-  D2K_LAUNCH(walk_kernel, dim3(static_cast<unsigned>(B * H)), dim3(kWalkThreads), kWalkSmem, stream)(
-      q, k, v, g, beta, cu, tbl + 1 + 2 * n_slots, Tg, o, h, scale, eps);
+  const dim3 walk_grid(static_cast<unsigned>(B * H * split));
+  const int* order = tbl + 1 + 2 * n_slots;
+  if (split == 1)
+    D2K_LAUNCH(walk_kernel<8>, walk_grid, dim3(256), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
+  else if (split == 2)
+    D2K_LAUNCH(walk_kernel<4>, walk_grid, dim3(128), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
+  else
+    D2K_LAUNCH(walk_kernel<2>, walk_grid, dim3(64), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
 #endif
   err = cudaGetLastError();
   if (temporary) {
