@@ -2,9 +2,9 @@
 // be checked for correctness on a machine without a GPU (CI and the development machines have none; device time is
 // scarce). Not a simulator: no timing, no memory model beyond what std::barrier gives.
 //
-// How: a kernel is compiled as plain C++ (g++) with this header included first and D2K_CPU_EMU defined. A launch
-// runs the CTAs one after another; each CTA runs its blockDim threads as std::threads. __syncthreads is a barrier over
-// the CTA's threads; warp-collective operations (mma, ldmatrix, shuffles) exchange their lanes' operands through a
+// How: a kernel is compiled as plain C++ (g++, with -Wno-unknown-pragmas for its #pragma unroll) with this header
+// included first and D2K_CPU_EMU defined. A launch runs the CTAs one after another; each CTA runs its blockDim
+// threads as std::threads. __syncthreads is a barrier over the CTA's threads; warp-collective operations (mma, ldmatrix, shuffles) exchange their lanes' operands through a
 // per-warp buffer between two barriers over the warp's 32 threads, so every lane must reach them, as on the GPU.
 // Dynamic shared memory is filled with 0xff bytes (NaN as float and bf16) before each CTA, so a read of a slot the
 // kernel never wrote tends to show up as NaN in the output.

@@ -5,5 +5,5 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../../.."
 out="${TMPDIR:-/tmp}/d2k-004-cpu-check"
-g++ -std=c++20 -O2 -pthread -DD2K_CPU_EMU -I"$root/include" "$here/cpu_check.cpp" -o "$out"
+g++ -std=c++20 -O2 -pthread -DD2K_CPU_EMU -Wno-unknown-pragmas -I"$root/include" "$here/cpu_check.cpp" -o "$out"
 "$out" "$@"

@@ -1,0 +1,9 @@
+# Hand-written CUDA candidates checked on the CPU through the emulation in bench/cuda_emu (CI has no GPU): the
+# kernels, compiled by the host compiler, against a float64 reference. A broken emulation or kernel fails here.
+find_package(Threads REQUIRED)
+add_executable(d2k_cpu_check_004 "${PROJECT_SOURCE_DIR}/bench/candidates/004_deltanet_cuda/cpu_check.cpp")
+target_compile_definitions(d2k_cpu_check_004 PRIVATE D2K_CPU_EMU)
+target_compile_options(d2k_cpu_check_004 PRIVATE -Wno-unknown-pragmas)
+target_include_directories(d2k_cpu_check_004 PRIVATE "${PROJECT_SOURCE_DIR}/include")
+target_link_libraries(d2k_cpu_check_004 PRIVATE Threads::Threads)
+add_test(NAME cuda_emu_candidate_004 COMMAND d2k_cpu_check_004 --quick)
