@@ -181,28 +181,13 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 // ---------------------------------------------------------------- shared pieces of prep and walk
 
-// Row factors 1 / sqrt(|x|^2 + eps) of a 64 x 128 bf16 tile, two threads per row (rows >= nrows of threads idle
-// past the tile are handled by the caller): returns the partial sum of squares of this thread's half row.
-__device__ __forceinline__ float half_row_sumsq(const bf16* row, int half) {
-  const uint4* p = reinterpret_cast<const uint4*>(row + 64 * half);
+// Sum of squares of NV x 8 consecutive bf16 (a part of a tile row; several threads share a row).
+template <int NV>
+__device__ __forceinline__ float partial_sumsq(const bf16* p) {
+  const uint4* v = reinterpret_cast<const uint4*>(p);
   float s = 0.f;
-  for (int j = 0; j < 8; ++j) {
-    const uint4 u = p[j];
-    const u32 w[4] = {u.x, u.y, u.z, u.w};
-    for (int e = 0; e < 4; ++e) {
-      const float a = bf_lo(w[e]), b = bf_hi(w[e]);
-      s += a * a + b * b;
-    }
-  }
-  return s;
-}
-
-// Sum of squares of a quarter row (32 bf16) of a tile row.
-__device__ __forceinline__ float quarter_row_sumsq(const bf16* row, int part) {
-  const uint4* p = reinterpret_cast<const uint4*>(row + 32 * part);
-  float s = 0.f;
-  for (int j = 0; j < 4; ++j) {
-    const uint4 u = p[j];
+  for (int j = 0; j < NV; ++j) {
+    const uint4 u = v[j];
     const u32 w[4] = {u.x, u.y, u.z, u.w};
     for (int e = 0; e < 4; ++e) {
       const float a = bf_lo(w[e]), b = bf_hi(w[e]);
@@ -227,23 +212,6 @@ __device__ __forceinline__ void warp_cumsum64(const float* g, int lane, float& G
 __device__ __forceinline__ float pick_cumsum(float G_even, float G_odd, int t) {
   const float e = __shfl_sync(0xffffffffu, G_even, t >> 1), o = __shfl_sync(0xffffffffu, G_odd, t >> 1);
   return (t & 1) ? o : e;
-}
-
-// Warp-wide inclusive cumsum of the chunk's 64 log decays (two per lane); padded rows hold g = 0.
-__device__ __forceinline__ void chunk_cumsum(const float* g, float* G, float* eg, int lane) {
-  const float a = g[2 * lane], b = g[2 * lane + 1];
-  float x = a + b;
-  for (int d = 1; d < 32; d <<= 1) {
-    const float y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  const float G0 = x - b;
-  G[2 * lane] = G0;
-  G[2 * lane + 1] = x;
-  if (eg != nullptr) {
-    eg[2 * lane] = __expf(G0);
-    eg[2 * lane + 1] = __expf(x);
-  }
 }
 
 // ---------------------------------------------------------------- kernel 1: chunk table
@@ -352,10 +320,15 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   __syncthreads();
 
   {
-    float ss = half_row_sumsq(Ks + (tid >> 1) * kRowBf, tid & 1);
+    float ss = partial_sumsq<8>(Ks + (tid >> 1) * kRowBf + 64 * (tid & 1));  // two threads per row
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
-    if (warp == 0) chunk_cumsum(gs, Gc, nullptr, lane);
+    if (warp == 0) {
+      float G_even, G_odd;
+      warp_cumsum64(gs, lane, G_even, G_odd);
+      Gc[2 * lane] = G_even;
+      Gc[2 * lane + 1] = G_odd;
+    }
   }
   __syncthreads();
 
@@ -454,8 +427,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
   float* fo = reinterpret_cast<float*>(sm + kWFo);  // scale gamma_t rq_t
   float* fs = reinterpret_cast<float*>(sm + kWFs);  // gamma_C / gamma_t rk_t
   float* eC = reinterpret_cast<float*>(sm + kWEc);  // gamma_C
-  // ldmatrix lane offsets: A operand of a row-major tile, B operand from a row-major [n][k] tile, B operand from a
-  // row-major [k][n] tile (.trans), and the transposed C layout of V (.trans).
+  // ldmatrix.x4 lane offsets (row, column): a_ for the A operand of a row-major [m][k] tile, and with .trans for
+  // two B operands (n-tiles) of a row-major [k][n] tile; bn_ for two B operands of a row-major [n][k] tile, and with
+  // .trans for two accumulator-layout tiles of V^T.
   const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
   const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
 
@@ -504,7 +478,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
       const float GC = pick_cumsum(G_even, G_odd, L - 1);
       for (int tb = warp; tb < 8; tb += NW) {
       const int t = 8 * tb + (lane >> 2);
-      float sq = quarter_row_sumsq(Qs + t * kRowBf, lane & 3), sk = quarter_row_sumsq(Ks + t * kRowBf, lane & 3);
+      const int part = 32 * (lane & 3);
+      float sq = partial_sumsq<4>(Qs + t * kRowBf + part), sk = partial_sumsq<4>(Ks + t * kRowBf + part);
       sq += __shfl_xor_sync(0xffffffffu, sq, 1);
       sq += __shfl_xor_sync(0xffffffffu, sq, 2);
       sk += __shfl_xor_sync(0xffffffffu, sk, 1);
