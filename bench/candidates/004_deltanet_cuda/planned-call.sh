@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Planned H200 call for the CUDA candidate of 004 (written 2026-12-05; no device was lent that session, so it has not
 # run yet): build with the evaluator's flags, warm medians of the whole solution and of its prep and walk alone on
-# the four timed workloads, the V split forced to 1, 2, 4 on the two workloads with few chains, `d2k eval` (correctness on every workload, cold timing), then the walk under Nsight
+# the four timed workloads, the walk that builds T itself (D2K_FUSE_T), the V split forced to 1, 2, 4 on the two workloads with few chains, `d2k eval` (correctness on every workload, cold timing), then the walk under Nsight
 # Compute on the largest workload.
 # Run: bash bench/candidates/004_deltanet_cuda/planned-call.sh 2>&1 | tee $OUT/call.txt | tail -80   (carry .deps)
 set -uo pipefail
@@ -17,6 +17,7 @@ for w in qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32
   run "cuda" "$cand" "$w"
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
   run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  run "cuda, FUSE_T (walk builds T)" "$cand" "$w" D2K_FUSE_T
 done
 echo "== V split over CTAs (t=${SECONDS}s)"
 for w in qwen3_next_h32_1seq_32k qwen3_next_h32_4seq_16k; do

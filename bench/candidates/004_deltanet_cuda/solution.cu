@@ -20,6 +20,7 @@
 //    warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per chunk,
 //    double-buffered with cp.async. With too few (sequence, head) pairs to fill the GPU (one 32k-token sequence of
 //    32 heads), V is split over 2 or 4 CTAs of 4 or 2 warps while each still gets an SM of its own.
+//    -DD2K_FUSE_T: the walk builds each chunk's T itself and the prep is not launched (a variant to time).
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -61,11 +62,14 @@ constexpr int kWP = 2 * kStageBytes, kWO = kWP + kTTileBytes;
 constexpr int kWG = kWO + kTileBytes, kWFq = kWG + 256, kWRk = kWFq + 256, kWFy = kWRk + 256, kWFo = kWFy + 256;
 constexpr int kWFs = kWFo + 256, kWEc = kWFs + 256;
 constexpr int kWalkSmem = kWEc + 16;
+// the walk that builds T itself (kFuseT) adds fp32 scratch for A, T and the block products
+constexpr int kFRow = 72;  // floats per row of the fp32 64 x 64 matrices A and T
+constexpr int kRRow = 24;  // floats per row of a 16 x 16 block product's scratch
+constexpr int kWAs = kWalkSmem, kWTm = kWAs + kChunk * kFRow * 4, kWRs = kWTm + kChunk * kFRow * 4;
+constexpr int kWalkSmemFused = kWRs + 3 * 16 * kRRow * 4;
 
 // prep: shared memory layout (bytes)
 constexpr int kPrepThreads = 128;
-constexpr int kFRow = 72;  // floats per row of the fp32 64 x 64 matrices A and T
-constexpr int kRRow = 24;  // floats per row of a warp's 16 x 16 scratch
 // T's fp32 blocks reuse the bytes of the k tile (dead once A is built): 42.5 KB, five CTAs per SM.
 constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kPGc = kPBeta + 256;
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
@@ -288,6 +292,74 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
   __syncwarp();
 }
 
+// T = (I + A)^-1 of one chunk, A = strictly_lower(beta_t rk_t rk_i exp(G_t - G_i) k_t.k_i), from the raw k tile Ks
+// (rows past L zero), beta, G and rk; written in bf16 with zeros above the diagonal to Tout (row stride out_stride
+// elements): rows t < L, and rows L..63 as zeros when zero_tail. As and Tm are fp32 64 x kFRow scratch (Tm may
+// alias Ks: Ks is dead once A is built), Rs three 16 x kRRow blocks. Every thread of the CTA (NT of them, NT >= 64)
+// calls it; it ends with a barrier.
+template <int NT>
+__device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
+                        float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  // A: warp w computes rows 16w..16w+15 (warps 4.. idle).
+  for (int mt = warp; mt < 4; mt += NT / 32) {
+    float acc[8][4] = {};
+    for (int ks = 0; ks < 8; ++ks) {
+      u32 a[4];
+      ldsm_x4(a, Ks + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * kRowBf + 16 * ks + 8 * (lane >> 4));
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > mt) continue;  // blocks above the diagonal stay zero
+        u32 b[4];
+        ldsm_x4(b, Ks + (16 * np + (lane & 7) + 8 * (lane >> 4)) * kRowBf + 16 * ks + 8 * ((lane >> 3) & 1));
+        mma_bf16(acc[2 * np], a, b[0], b[1]);
+        mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int t = 16 * mt + gq + 8 * (e >> 1), i = 8 * n + 2 * tq + (e & 1);
+        As[t * kFRow + i] = i < t ? acc[n][e] * bs[t] * rk[t] * rk[i] * __expf(Gc[t] - Gc[i]) : 0.f;
+      }
+  }
+  __syncthreads();
+
+  // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
+  if (tid < 64) {
+    const int d = tid >> 4, c = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int t = 0; t < 16; ++t) {
+      float s = t == c ? 1.f : 0.f;
+      const float* ar = As + (16 * d + t) * kFRow + 16 * d;
+#pragma unroll
+      for (int j = 0; j < t; ++j) s -= ar[j] * x[j];
+      x[t] = s;
+    }
+#pragma unroll
+    for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
+  }
+  __syncthreads();
+  for (int lev = 1; lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
+    for (int j = warp; j < 4 - lev; j += NT / 32) offdiag_block(As, Tm, Rs + j * 16 * kRRow, j + lev, j, lane);
+    __syncthreads();
+  }
+
+  for (int i = tid; i < 512; i += NT) {
+    const int row = i >> 3, c0 = (i & 7) * 8;
+    if (row >= L && !zero_tail) continue;
+    const float* tr = Tm + row * kFRow + c0;
+    u32 w[4];
+    for (int e = 0; e < 4; ++e) {
+      const int c = c0 + 2 * e;
+      const bool live = row < L;
+      w[e] = pack_bf16(live && c <= row ? tr[2 * e] : 0.f, live && c + 1 <= row ? tr[2 * e + 1] : 0.f);
+    }
+    *reinterpret_cast<uint4*>(Tout + row * out_stride + c0) = uint4{w[0], w[1], w[2], w[3]};
+  }
+  __syncthreads();
+}
+
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restrict__ k, const float* __restrict__ g,
                                                             const float* __restrict__ beta, const int* __restrict__ tbl,
                                                             bf16* __restrict__ Tg, int H, float eps, int n_slots) {
@@ -295,7 +367,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   const int slot = blockIdx.x;
   if (slot >= tbl[0]) return;  // the whole CTA leaves together
   const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot], h = blockIdx.y;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   bf16* Ks = reinterpret_cast<bf16*>(sm + kPK);
   float* gs = reinterpret_cast<float*>(sm + kPG);
   float* bs = reinterpret_cast<float*>(sm + kPBeta);
@@ -303,7 +375,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   float* rk = reinterpret_cast<float*>(sm + kPRk);
   float* As = reinterpret_cast<float*>(sm + kPA);
   float* Tm = reinterpret_cast<float*>(sm + kPT);
-  float* Rs = reinterpret_cast<float*>(sm + kPR) + warp * 16 * kRRow;
+  float* Rs = reinterpret_cast<float*>(sm + kPR);
   const long rs = static_cast<long>(H) * kDim;
 
   for (int i = tid; i < 1024; i += kPrepThreads) {
@@ -332,62 +404,8 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   }
   __syncthreads();
 
-  // A = strictly_lower(beta_t rk_t rk_i exp(G_t - G_i) k_t.k_i): warp w computes rows 16w..16w+15.
-  {
-    float acc[8][4] = {};
-    for (int ks = 0; ks < 8; ++ks) {
-      u32 a[4];
-      ldsm_x4(a, Ks + (16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * kRowBf + 16 * ks + 8 * (lane >> 4));
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        if (np > warp) continue;  // blocks above the diagonal stay zero
-        u32 b[4];
-        ldsm_x4(b, Ks + (16 * np + (lane & 7) + 8 * (lane >> 4)) * kRowBf + 16 * ks + 8 * ((lane >> 3) & 1));
-        mma_bf16(acc[2 * np], a, b[0], b[1]);
-        mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-      }
-    }
-    for (int n = 0; n < 8; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int t = 16 * warp + gq + 8 * (e >> 1), i = 8 * n + 2 * tq + (e & 1);
-        As[t * kFRow + i] = i < t ? acc[n][e] * bs[t] * rk[t] * rk[i] * __expf(Gc[t] - Gc[i]) : 0.f;
-      }
-  }
-  __syncthreads();
-
-  // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
-  if (tid < 64) {
-    const int d = tid >> 4, c = tid & 15;
-    float x[16];
-#pragma unroll
-    for (int t = 0; t < 16; ++t) {
-      float s = t == c ? 1.f : 0.f;
-      const float* ar = As + (16 * d + t) * kFRow + 16 * d;
-#pragma unroll
-      for (int j = 0; j < t; ++j) s -= ar[j] * x[j];
-      x[t] = s;
-    }
-#pragma unroll
-    for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
-  }
-  __syncthreads();
-  for (int lev = 1; lev < 4; ++lev) {
-    if (warp < 4 - lev) offdiag_block(As, Tm, Rs, warp + lev, warp, lane);
-    __syncthreads();
-  }
-
-  // Store T's rows in bf16, zeros above the diagonal, as the [T, H, 64] scratch.
-  for (int i = tid; i < 512; i += kPrepThreads) {
-    const int row = i >> 3, c0 = (i & 7) * 8;
-    if (row >= L) continue;
-    const float* tr = Tm + row * kFRow + c0;
-    u32 w[4];
-    for (int e = 0; e < 4; ++e) {
-      const int c = c0 + 2 * e;
-      w[e] = pack_bf16(c <= row ? tr[2 * e] : 0.f, c + 1 <= row ? tr[2 * e + 1] : 0.f);
-    }
-    *reinterpret_cast<uint4*>(Tg + (static_cast<long>(t0 + row) * H + h) * kChunk + c0) = uint4{w[0], w[1], w[2], w[3]};
-  }
+  build_T<kPrepThreads>(Ks, bs, Gc, rk, As, Tm, Rs, Tg + (static_cast<long>(t0) * H + h) * kChunk,
+                        static_cast<long>(H) * kChunk, L, false);
 }
 
 // ---------------------------------------------------------------- kernel 3: the walk per (sequence, head)
@@ -402,8 +420,9 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], cons
 }
 
 // NW warps per CTA; the CTA owns state rows [16 NW j, 16 NW (j + 1)) of V, j = blockIdx.x % (8 / NW): NW < 8 only
-// when there are too few (sequence, head) pairs to fill the GPU.
-template <int NW>
+// when there are too few (sequence, head) pairs to fill the GPU. kFuseT: build each chunk's T here (build_T, on the
+// chain) instead of reading the prep's.
+template <int NW, bool kFuseT>
 __global__ void __launch_bounds__(32 * NW, 1)
     walk_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                 const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
@@ -441,7 +460,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
       const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8;
       cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + row * kRowBf + col * 8, src, row < L);
     }
-    for (int i = tid; i < 512; i += kThreads) {
+    for (int i = tid; i < (kFuseT ? 0 : 512); i += kThreads) {
       const int row = i >> 3, col = i & 7;
       cp_async16(reinterpret_cast<bf16*>(st + kStT) + row * kTRowBf + col * 8,
                  Tg + (static_cast<long>(t0 + imin(row, L - 1)) * H + h) * kChunk + col * 8, row < L);
@@ -469,7 +488,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
     const bf16* Qs = reinterpret_cast<const bf16*>(st + kStQ);
     const bf16* Ks = reinterpret_cast<const bf16*>(st + kStK);
     const bf16* Vs = reinterpret_cast<const bf16*>(st + kStV);
-    const bf16* Ts = reinterpret_cast<const bf16*>(st + kStT);
+    bf16* Ts = reinterpret_cast<bf16*>(sm + s * kStageBytes + kStT);
     const float* bs = reinterpret_cast<const float*>(st + kStBeta);
     {
       // Four threads per token t (warp w: t = 8w .. 8w + 7, then + 8 NW); every warp scans the 64 log decays itself.
@@ -526,6 +545,10 @@ __global__ void __launch_bounds__(32 * NW, 1)
           *reinterpret_cast<u32*>(Ps + t * kTRowBf + i) = pack_bf16(p0, p1);
         }
     }
+
+    if constexpr (kFuseT)
+      build_T<kThreads>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs), reinterpret_cast<float*>(sm + kWTm),
+                        reinterpret_cast<float*>(sm + kWRs), Ts, kTRowBf, L, true);
 
     // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
     float kh[8][4], ot[8][4];
@@ -640,6 +663,25 @@ __global__ void __launch_bounds__(32 * NW, 1)
 
 // ---------------------------------------------------------------- host side
 
+// D2K_FUSE_T: the walk builds T itself (no prep launch, no T in HBM), a variant to time against the prep.
+#ifdef D2K_FUSE_T
+constexpr bool kFuse = true;
+#else
+constexpr bool kFuse = false;
+#endif
+
+template <int NW, bool F>
+cudaError_t launch_walk(dim3 grid, cudaStream_t stream, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                        const float* beta, const int* cu, const int* order, const bf16* Tg, bf16* o, int H,
+                        float scale, float eps) {
+  const int smem = F ? kWalkSmemFused : kWalkSmem;
+  auto* kernel = walk_kernel<NW, F>;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  D2K_LAUNCH(kernel, grid, dim3(32 * NW), smem, stream)(q, k, v, g, beta, cu, order, Tg, o, H, scale, eps);
+  return cudaSuccess;
+}
+
 struct Scratch {
   void* ptr = nullptr;
   std::size_t bytes = 0;
@@ -672,7 +714,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
 
   const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
-  const std::size_t t_bytes = static_cast<std::size_t>(T) * H * kChunk * sizeof(bf16);
+  const std::size_t t_bytes = kFuse ? 0 : static_cast<std::size_t>(T) * H * kChunk * sizeof(bf16);
   const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
 
   int device = 0;
@@ -724,23 +766,21 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #endif
   if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
     return err;
-  if ((err = cudaFuncSetAttribute(split == 1 ? walk_kernel<8> : split == 2 ? walk_kernel<4> : walk_kernel<2>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kWalkSmem)) != cudaSuccess)
-    return err;
+  const dim3 walk_grid(static_cast<unsigned>(B * H * split));
+  const int* order = tbl + 1 + 2 * n_slots;
+
   // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results).
 #ifndef D2K_ONLY_WALK
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 4096, stream)(cu, static_cast<int>(B), tbl, n_slots);
-  D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps, n_slots);
+  if (!kFuse)
+    D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps, n_slots);
 #endif
 #ifndef D2K_ONLY_PREP
-  const dim3 walk_grid(static_cast<unsigned>(B * H * split));
-  const int* order = tbl + 1 + 2 * n_slots;
-  if (split == 1)
-    D2K_LAUNCH(walk_kernel<8>, walk_grid, dim3(256), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
-  else if (split == 2)
-    D2K_LAUNCH(walk_kernel<4>, walk_grid, dim3(128), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
-  else
-    D2K_LAUNCH(walk_kernel<2>, walk_grid, dim3(64), kWalkSmem, stream)(q, k, v, g, beta, cu, order, Tg, o, h, scale, eps);
+  if ((err = split == 1 ? launch_walk<8, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)
+             : split == 2 ? launch_walk<4, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)
+                          : launch_walk<2, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)) !=
+      cudaSuccess)
+    return err;
 #endif
   err = cudaGetLastError();
   if (temporary) {
