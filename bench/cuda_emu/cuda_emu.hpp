@@ -4,8 +4,9 @@
 //
 // How: a kernel is compiled as plain C++ (g++, with -Wno-unknown-pragmas for its #pragma unroll) with this header
 // included first and D2K_CPU_EMU defined. A launch runs the CTAs one after another; each CTA runs its blockDim
-// threads as std::threads. __syncthreads is a barrier over the CTA's threads; warp-collective operations (mma, ldmatrix, shuffles) exchange their lanes' operands through a
-// per-warp buffer between two barriers over the warp's 32 threads, so every lane must reach them, as on the GPU.
+// threads as std::threads. __syncthreads is a barrier over the CTA's threads; warp-collective operations (mma,
+// ldmatrix, shuffles) exchange their lanes' operands through a per-warp buffer between two barriers over the warp's
+// 32 threads, so every lane must reach them, as on the GPU.
 // Dynamic shared memory is filled with 0xff bytes (NaN as float and bf16) before each CTA, so a read of a slot the
 // kernel never wrote tends to show up as NaN in the output.
 #pragma once
@@ -190,7 +191,8 @@ inline float __shfl_xor_sync(unsigned, float v, int mask) {
   return emu::collective<float>(v, [&](unsigned l, auto get) { return get(l ^ unsigned(mask)); });
 }
 inline float __shfl_up_sync(unsigned, float v, int delta) {
-  return emu::collective<float>(v, [&](unsigned l, auto get) { return l >= unsigned(delta) ? get(l - delta) : get(l); });
+  return emu::collective<float>(v,
+                                [&](unsigned l, auto get) { return l >= unsigned(delta) ? get(l - delta) : get(l); });
 }
 inline float __shfl_sync(unsigned, float v, int src) {
   return emu::collective<float>(v, [&](unsigned, auto get) { return get(unsigned(src) & 31u); });
@@ -208,10 +210,11 @@ inline float bits_to_float(std::uint32_t u) {
   return f;
 }
 
-// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32: d = A B + c, fragments as the PTX ISA lays them out
-// (lane = 4 group + tig: A regs (g, 2t), (g+8, 2t), (g, 2t+8), (g+8, 2t+8); B regs (k 2t, n g), (k 2t+8, n g);
-// C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)).
-inline void mma_bf16_16816(float* d, const std::uint32_t* a, const std::uint32_t* b) {
+// d = A B + c for one m16n8kKD mma: every lane contributes its A and B registers; unpack(lane, a, b, A, B) places
+// one lane's operands into the 16 x KD and KD x 8 matrices; the C/D layout is (g, 2t), (g, 2t+1), (g+8, 2t),
+// (g+8, 2t+1) for lane = 4 g + t.
+template <int KD, class Unpack>
+void mma_m16n8(float* d, const std::uint32_t* a, const std::uint32_t* b, Unpack unpack) {
   struct In {
     std::uint32_t a[4], b[2];
   } in;
@@ -222,30 +225,39 @@ inline void mma_bf16_16816(float* d, const std::uint32_t* a, const std::uint32_t
   };
   const float c[4] = {d[0], d[1], d[2], d[3]};
   const Out o = collective<Out>(in, [&](unsigned l, auto get) {
-    float A[16][16], B[16][8];
+    float A[16][KD], B[KD][8];
     for (unsigned s = 0; s < 32; ++s) {
       const In x = get(s);
-      const unsigned g = s >> 2, t = s & 3;
-      for (int h = 0; h < 2; ++h) {
-        A[g][2 * t + h] = bf16_half(x.a[0], h);
-        A[g + 8][2 * t + h] = bf16_half(x.a[1], h);
-        A[g][2 * t + 8 + h] = bf16_half(x.a[2], h);
-        A[g + 8][2 * t + 8 + h] = bf16_half(x.a[3], h);
-        B[2 * t + h][g] = bf16_half(x.b[0], h);
-        B[2 * t + 8 + h][g] = bf16_half(x.b[1], h);
-      }
+      unpack(s, x.a, x.b, A, B);
     }
     const unsigned g = l >> 2, t = l & 3;
     Out r;
     for (int e = 0; e < 4; ++e) {
       const unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
       float acc = c[e];
-      for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      for (int k = 0; k < KD; ++k) acc += A[row][k] * B[k][col];
       r.d[e] = acc;
     }
     return r;
   });
   std::memcpy(d, o.d, sizeof o.d);
+}
+
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, fragments as the PTX ISA lays them out: A regs (g, 2t), (g+8, 2t),
+// (g, 2t+8), (g+8, 2t+8), each two bf16 along k; B regs (k 2t, n g), (k 2t+8, n g).
+inline void mma_bf16_16816(float* d, const std::uint32_t* a, const std::uint32_t* b) {
+  mma_m16n8<16>(d, a, b, [](unsigned s, const std::uint32_t* ra, const std::uint32_t* rb, float (&A)[16][16],
+                            float (&B)[16][8]) {
+    const unsigned g = s >> 2, t = s & 3;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = bf16_half(ra[0], h);
+      A[g + 8][2 * t + h] = bf16_half(ra[1], h);
+      A[g][2 * t + 8 + h] = bf16_half(ra[2], h);
+      A[g + 8][2 * t + 8 + h] = bf16_half(ra[3], h);
+      B[2 * t + h][g] = bf16_half(rb[0], h);
+      B[2 * t + 8 + h][g] = bf16_half(rb[1], h);
+    }
+  });
 }
 
 // cvt.rna.tf32.f32: round to nearest (ties away from zero) at the tf32 mantissa's last bit.
@@ -257,40 +269,19 @@ inline std::uint32_t to_tf32(float f) {
 }
 
 // mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32: A regs (g, t), (g+8, t), (g, t+4), (g+8, t+4); B regs (k t, n g),
-// (k t+4, n g); C as above.
+// (k t+4, n g); the low 13 bits of every operand are ignored, as by the hardware.
 inline void mma_tf32_1688(float* d, const std::uint32_t* a, const std::uint32_t* b) {
-  struct In {
-    std::uint32_t a[4], b[2];
-  } in;
-  std::memcpy(in.a, a, sizeof in.a);
-  std::memcpy(in.b, b, sizeof in.b);
-  struct Out {
-    float d[4];
-  };
-  const float c[4] = {d[0], d[1], d[2], d[3]};
-  const Out o = collective<Out>(in, [&](unsigned l, auto get) {
-    float A[16][8], B[8][8];
-    for (unsigned s = 0; s < 32; ++s) {
-      const In x = get(s);
-      const unsigned g = s >> 2, t = s & 3;
-      A[g][t] = bits_to_float(x.a[0] & ~0x1fffu);
-      A[g + 8][t] = bits_to_float(x.a[1] & ~0x1fffu);
-      A[g][t + 4] = bits_to_float(x.a[2] & ~0x1fffu);
-      A[g + 8][t + 4] = bits_to_float(x.a[3] & ~0x1fffu);
-      B[t][g] = bits_to_float(x.b[0] & ~0x1fffu);
-      B[t + 4][g] = bits_to_float(x.b[1] & ~0x1fffu);
-    }
-    const unsigned g = l >> 2, t = l & 3;
-    Out r;
-    for (int e = 0; e < 4; ++e) {
-      const unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
-      float acc = c[e];
-      for (int k = 0; k < 8; ++k) acc += A[row][k] * B[k][col];
-      r.d[e] = acc;
-    }
-    return r;
+  mma_m16n8<8>(d, a, b, [](unsigned s, const std::uint32_t* ra, const std::uint32_t* rb, float (&A)[16][8],
+                           float (&B)[8][8]) {
+    const unsigned g = s >> 2, t = s & 3;
+    auto f = [](std::uint32_t u) { return bits_to_float(u & ~0x1fffu); };
+    A[g][t] = f(ra[0]);
+    A[g + 8][t] = f(ra[1]);
+    A[g][t + 4] = f(ra[2]);
+    A[g + 8][t + 4] = f(ra[3]);
+    B[t][g] = f(rb[0]);
+    B[t + 4][g] = f(rb[1]);
   });
-  std::memcpy(d, o.d, sizeof o.d);
 }
 
 // ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8i..8i+7 give the row addresses of matrix i; register i

@@ -88,6 +88,34 @@ class TimingGpu : public ::testing::Test {
                 std::string(stop_reason_name(r.stop)).c_str(), r.sm_clock_mhz, r.wall_s);
   }
 
+  // A 16 MiB read (well inside an H100/H200's 50-60 MiB L2) must be clearly slower after the harness's flush
+  // than with the buffer left in L2.
+  using ReadKernel = void (*)(const int4*, std::size_t, int*);
+  void expect_flush_cools_read(ReadKernel kernel, const std::string& label) {
+    const std::size_t bytes = std::size_t(16) << 20;
+    void* buf = nullptr;
+    int* sink = nullptr;
+    CHECK_CUDA(cudaMalloc(&buf, bytes));
+    CHECK_CUDA(cudaMalloc(&sink, sizeof(int)));
+    CHECK_CUDA(cudaMemset(buf, 3, bytes));
+    const int blocks = prop_.multiProcessorCount * 4;
+    const LaunchFn read = [&](void* s) {
+      kernel<<<blocks, 512, 0, as_stream(s)>>>(static_cast<int4*>(buf), bytes / sizeof(int4), sink);
+    };
+    ColdTimer timer;
+    TimingConfig cfg;
+    const TimingResult cold = timer.measure_cold(read, stream_, cfg);
+    cfg.flush_l2 = false;
+    const TimingResult warm = timer.measure_cold(read, stream_, cfg);
+    print((label + " 16 MiB cold").c_str(), cold);
+    print((label + " 16 MiB warm").c_str(), warm);
+    std::printf("[ timing   ] %s 16 MiB: cold %.2f us, warm %.2f us, ratio %.2f\n", label.c_str(),
+                cold.stats.median * 1e3, warm.stats.median * 1e3, cold.stats.median / warm.stats.median);
+    EXPECT_GT(cold.stats.median, 1.25 * warm.stats.median);
+    cudaFree(buf);
+    cudaFree(sink);
+  }
+
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
 };
@@ -155,55 +183,11 @@ TEST_F(TimingGpu, CopyBandwidth) {
   }
 }
 
-TEST_F(TimingGpu, L2FlushMakesAReadColder) {
-  const std::size_t bytes = std::size_t(16) << 20;  // well inside an H100/H200's 50-60 MiB L2
-  void* buf = nullptr;
-  int* sink = nullptr;
-  CHECK_CUDA(cudaMalloc(&buf, bytes));
-  CHECK_CUDA(cudaMalloc(&sink, sizeof(int)));
-  CHECK_CUDA(cudaMemset(buf, 3, bytes));
-  const int blocks = prop_.multiProcessorCount * 4;
-  const LaunchFn read = [&](void* s) {
-    read_kernel<<<blocks, 512, 0, as_stream(s)>>>(static_cast<int4*>(buf), bytes / sizeof(int4), sink);
-  };
-  ColdTimer timer;
-  TimingConfig cfg;
-  const TimingResult cold = timer.measure_cold(read, stream_, cfg);
-  cfg.flush_l2 = false;
-  const TimingResult warm = timer.measure_cold(read, stream_, cfg);
-  print("read 16 MiB cold", cold);
-  print("read 16 MiB warm", warm);
-  std::printf("[ timing   ] read 16 MiB: cold %.2f us, warm %.2f us, ratio %.2f\n", cold.stats.median * 1e3,
-              warm.stats.median * 1e3, cold.stats.median / warm.stats.median);
-  EXPECT_GT(cold.stats.median, 1.25 * warm.stats.median);
-  cudaFree(buf);
-  cudaFree(sink);
-}
+TEST_F(TimingGpu, L2FlushMakesAReadColder) { expect_flush_cools_read(read_kernel, "read"); }
 
 TEST_F(TimingGpu, L2FlushEvictsEvictLastLines) {
   // A solution that loads its inputs with an evict_last policy must find them cold after the flush all the same.
-  const std::size_t bytes = std::size_t(16) << 20;
-  void* buf = nullptr;
-  int* sink = nullptr;
-  CHECK_CUDA(cudaMalloc(&buf, bytes));
-  CHECK_CUDA(cudaMalloc(&sink, sizeof(int)));
-  CHECK_CUDA(cudaMemset(buf, 3, bytes));
-  const int blocks = prop_.multiProcessorCount * 4;
-  const LaunchFn read = [&](void* s) {
-    read_evict_last_kernel<<<blocks, 512, 0, as_stream(s)>>>(static_cast<int4*>(buf), bytes / sizeof(int4), sink);
-  };
-  ColdTimer timer;
-  TimingConfig cfg;
-  const TimingResult cold = timer.measure_cold(read, stream_, cfg);
-  cfg.flush_l2 = false;
-  const TimingResult warm = timer.measure_cold(read, stream_, cfg);
-  print("evict_last read 16 MiB cold", cold);
-  print("evict_last read 16 MiB warm", warm);
-  std::printf("[ timing   ] evict_last read 16 MiB: cold %.2f us, warm %.2f us, ratio %.2f\n",
-              cold.stats.median * 1e3, warm.stats.median * 1e3, cold.stats.median / warm.stats.median);
-  EXPECT_GT(cold.stats.median, 1.25 * warm.stats.median);
-  cudaFree(buf);
-  cudaFree(sink);
+  expect_flush_cools_read(read_evict_last_kernel, "evict_last read");
 }
 
 TEST_F(TimingGpu, GraphReplayOfShortKernels) {

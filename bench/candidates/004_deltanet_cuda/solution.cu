@@ -37,7 +37,8 @@
 #define D2K_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #else
 #define D2K_DYN_SMEM(name) unsigned char* name = emu::t_cta->smem
-#define D2K_LAUNCH(kernel, grid, block, smem, stream) emu::launcher(kernel, grid, block, smem)
+#define D2K_LAUNCH(kernel, grid, block, smem, stream) \
+  (static_cast<void>(stream), emu::launcher(kernel, grid, block, smem))
 #endif
 
 namespace {
@@ -773,14 +774,12 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #ifndef D2K_ONLY_WALK
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 4096, stream)(cu, static_cast<int>(B), tbl, n_slots);
   if (!kFuse)
-    D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps, n_slots);
+    D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
+                                                                                     n_slots);
 #endif
 #ifndef D2K_ONLY_PREP
-  if ((err = split == 1 ? launch_walk<8, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)
-             : split == 2 ? launch_walk<4, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)
-                          : launch_walk<2, kFuse>(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)) !=
-      cudaSuccess)
-    return err;
+  auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;
+  if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)) != cudaSuccess) return err;
 #endif
   err = cudaGetLastError();
   if (temporary) {
