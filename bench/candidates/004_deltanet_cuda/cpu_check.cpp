@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
     cases.push_back({"ragged_long", 2, {300, 129, 63, 2}, 0.05f});
     cases.push_back({"strong_decay", 1, {200}, 3.0f});
     cases.push_back({"h3_two_seqs_129", 3, {129, 129}, 0.3f});
+    Case many{"many_short_b40", 1, {}, 0.3f};  // the length ranking with ties, many CTAs
+    for (int b = 0; b < 40; ++b) many.lens.push_back(1 + (b * 37) % 70);
+    cases.push_back(many);
   }
   int fails = 0;
   unsigned seed = 1;

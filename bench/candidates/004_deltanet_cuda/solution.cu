@@ -47,7 +47,7 @@ using bf16 = __nv_bfloat16;
 using u32 = std::uint32_t;
 
 constexpr int kChunk = 64;
-constexpr int kMaxRanked = 4096;  // sequences ranked by length for the walk's order (more: batch order)
+constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
 constexpr int kRowBf = 136;        // bf16 per shared row of a 64 x 128 tile (272 B: ldmatrix rows on distinct banks)
 constexpr int kTRowBf = 72;        // bf16 per shared row of T and P (144 B)
@@ -223,7 +223,7 @@ __device__ __forceinline__ float pick_cumsum(float G_even, float G_odd, int t) {
 
 // tbl[0] = number of chunks; tbl[1 + c] = first token of chunk c; tbl[1 + n_slots + c] = its length (1..64);
 // tbl[1 + 2 n_slots + r] = the sequence of rank r by decreasing length (ties by index), so that the walk starts the
-// longest chains first (for B > kMaxRanked, the identity: the ranking is quadratic).
+// longest chains first (for B > kMaxRanked, the identity: the ranking is quadratic, one sequence per thread).
 __global__ void __launch_bounds__(1024) table_kernel(const int* __restrict__ cu, int B, int* __restrict__ tbl,
                                                      int n_slots) {
   D2K_DYN_SMEM(smem);
@@ -251,17 +251,18 @@ __global__ void __launch_bounds__(1024) table_kernel(const int* __restrict__ cu,
   }
   if (tid == 1023) tbl[0] = part[1023];
   int* order = tbl + 1 + 2 * n_slots;
-  for (int b = tid; b < B; b += 1024) {
-    int rank = b;
-    if (B <= kMaxRanked) {
-      const int len = cu[b + 1] - cu[b];
-      rank = 0;
-      for (int j = 0; j < B; ++j) {
-        const int lj = cu[j + 1] - cu[j];
-        rank += lj > len || (lj == len && j < b);
-      }
-    }
-    order[rank] = b;
+  if (B > kMaxRanked) {
+    for (int b = tid; b < B; b += 1024) order[b] = b;
+    return;
+  }
+  int* lens = part + 1024;  // B <= 1024: one length per thread
+  if (tid < B) lens[tid] = cu[tid + 1] - cu[tid];
+  __syncthreads();
+  if (tid < B) {
+    const int len = lens[tid];
+    int rank = 0;
+    for (int j = 0; j < B; ++j) rank += lens[j] > len || (lens[j] == len && j < tid);
+    order[rank] = tid;
   }
 }
 
@@ -772,7 +773,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 
   // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results).
 #ifndef D2K_ONLY_WALK
-  D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 4096, stream)(cu, static_cast<int>(B), tbl, n_slots);
+  D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
   if (!kFuse)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
                                                                                      n_slots);
