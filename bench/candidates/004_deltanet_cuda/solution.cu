@@ -529,7 +529,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
         for (int ks = 0; ks < 8; ++ks) {
           u32 a[4];
           ldsm_x4(a, Qs + (16 * mt + a_row) * kRowBf + 16 * ks + a_col);
+#pragma unroll
           for (int np = 0; np < 2; ++np) {
+            if (8 * nb + 16 * np > 16 * mt + 15) continue;  // both n-tiles above the diagonal: P is zero there
             u32 bb[4];
             ldsm_x4(bb, Ks + (8 * nb + 16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
             mma_bf16(acc[2 * np], a, bb[0], bb[1]);
