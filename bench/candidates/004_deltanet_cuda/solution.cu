@@ -49,9 +49,10 @@ using u32 = std::uint32_t;
 constexpr int kChunk = 64;
 constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
-constexpr int kRowBf = 136;        // bf16 per shared row of a 64 x 128 tile (272 B: ldmatrix rows on distinct banks)
+constexpr int kRowBf = 136;        // bf16 per shared row of the output's 64 x 128 staging tile (272 B)
 constexpr int kTRowBf = 72;        // bf16 per shared row of T and P (144 B)
-constexpr int kTileBytes = kChunk * kRowBf * 2;    // 17408
+constexpr int kTileBytes = kChunk * kDim * 2;      // 16384: a q, k or v tile in 8 x 8 core matrices (toff)
+constexpr int kOTileBytes = kChunk * kRowBf * 2;   // 17408
 constexpr int kTTileBytes = kChunk * kTRowBf * 2;  // 9216
 
 // walk: shared memory layout (bytes)
@@ -60,7 +61,7 @@ constexpr int kStG = kStT + kTTileBytes, kStBeta = kStG + 256;
 constexpr int kStageBytes = kStBeta + 256;  // 61952
 constexpr int kWP = 2 * kStageBytes, kWO = kWP + kTTileBytes;
 // per-token factors of the current chunk (64 floats each) and gamma_C
-constexpr int kWG = kWO + kTileBytes, kWFq = kWG + 256, kWRk = kWFq + 256, kWFy = kWRk + 256, kWFo = kWFy + 256;
+constexpr int kWG = kWO + kOTileBytes, kWFq = kWG + 256, kWRk = kWFq + 256, kWFy = kWRk + 256, kWFo = kWFy + 256;
 constexpr int kWFs = kWFo + 256, kWEc = kWFs + 256;
 constexpr int kWalkSmem = kWEc + 16;
 // the walk that builds T itself (kFuseT) adds fp32 scratch for A, T and the block products
@@ -78,6 +79,19 @@ constexpr int kPrepSmem = kPR + 3 * 16 * kRRow * 4;
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+// Element offset of (row r, column c) in a 64 x 128 bf16 tile stored as 8 x 8 core matrices: the 8 rows of a core
+// matrix are 16 contiguous bytes each (an ldmatrix 8 x 8 read is one 128-byte block, no bank conflicts), core
+// matrices along a row 128 B apart, 8-row groups 2048 B apart: the canonical no-swizzle K-major layout of wgmma
+// operands as well.
+__device__ __forceinline__ int toff(int r, int c) { return (r >> 3) * 1024 + (c >> 3) * 64 + (r & 7) * 8 + (c & 7); }
+
+// The i-th of a tile's 1024 16-byte chunks, ordered so that a warp's 32 copies cover 8 rows x 64 contiguous bytes
+// in global memory and fill whole core matrices in shared memory.
+__device__ __forceinline__ void tile_chunk(int i, int& row, int& col) {
+  row = ((i >> 7) << 3) | ((i >> 1) & 7);
+  col = ((((i >> 4) & 7) << 1) | (i & 1)) * 8;
+}
 
 // ---------------------------------------------------------------- PTX wrappers (CPU counterparts in cuda_emu.hpp)
 
@@ -186,13 +200,12 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 // ---------------------------------------------------------------- shared pieces of prep and walk
 
-// Sum of squares of NV x 8 consecutive bf16 (a part of a tile row; several threads share a row).
+// Sum of squares of chunks c8 .. c8 + NV - 1 (8 bf16 each) of a tile's row (several threads share a row).
 template <int NV>
-__device__ __forceinline__ float partial_sumsq(const bf16* p) {
-  const uint4* v = reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ float partial_sumsq(const bf16* tile, int row, int c8) {
   float s = 0.f;
   for (int j = 0; j < NV; ++j) {
-    const uint4 u = v[j];
+    const uint4 u = *reinterpret_cast<const uint4*>(tile + toff(row, 8 * (c8 + j)));
     const u32 w[4] = {u.x, u.y, u.z, u.w};
     for (int e = 0; e < 4; ++e) {
       const float a = bf_lo(w[e]), b = bf_hi(w[e]);
@@ -308,12 +321,12 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
     float acc[8][4] = {};
     for (int ks = 0; ks < 8; ++ks) {
       u32 a[4];
-      ldsm_x4(a, Ks + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * kRowBf + 16 * ks + 8 * (lane >> 4));
+      ldsm_x4(a, Ks + toff(16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1), 16 * ks + 8 * (lane >> 4)));
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np > mt) continue;  // blocks above the diagonal stay zero
         u32 b[4];
-        ldsm_x4(b, Ks + (16 * np + (lane & 7) + 8 * (lane >> 4)) * kRowBf + 16 * ks + 8 * ((lane >> 3) & 1));
+        ldsm_x4(b, Ks + toff(16 * np + (lane & 7) + 8 * (lane >> 4), 16 * ks + 8 * ((lane >> 3) & 1)));
         mma_bf16(acc[2 * np], a, b[0], b[1]);
         mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
       }
@@ -381,8 +394,9 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   const long rs = static_cast<long>(H) * kDim;
 
   for (int i = tid; i < 1024; i += kPrepThreads) {
-    const int row = i >> 4, col = i & 15;
-    cp_async16(Ks + row * kRowBf + col * 8, k + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8, row < L);
+    int row, col;
+    tile_chunk(i, row, col);
+    cp_async16(Ks + toff(row, col), k + (t0 + imin(row, L - 1)) * rs + h * kDim + col, row < L);
   }
   {
     const int row = tid & 63;
@@ -394,7 +408,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   __syncthreads();
 
   {
-    float ss = partial_sumsq<8>(Ks + (tid >> 1) * kRowBf + 64 * (tid & 1));  // two threads per row
+    float ss = partial_sumsq<8>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
     if (warp == 0) {
@@ -458,9 +472,11 @@ __global__ void __launch_bounds__(32 * NW, 1)
     const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
     unsigned char* st = sm + s * kStageBytes;
     for (int i = tid; i < 3 * 1024; i += kThreads) {
-      const int which = i >> 10, row = (i >> 4) & 63, col = i & 15;
-      const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col * 8;
-      cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + row * kRowBf + col * 8, src, row < L);
+      const int which = i >> 10;
+      int row, col;
+      tile_chunk(i & 1023, row, col);
+      const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col;
+      cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + toff(row, col), src, row < L);
     }
     for (int i = tid; i < (kFuseT ? 0 : 512); i += kThreads) {
       const int row = i >> 3, col = i & 7;
@@ -499,8 +515,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
       const float GC = pick_cumsum(G_even, G_odd, L - 1);
       for (int tb = warp; tb < 8; tb += NW) {
       const int t = 8 * tb + (lane >> 2);
-      const int part = 32 * (lane & 3);
-      float sq = partial_sumsq<4>(Qs + t * kRowBf + part), sk = partial_sumsq<4>(Ks + t * kRowBf + part);
+      const int part = 4 * (lane & 3);
+      float sq = partial_sumsq<4>(Qs, t, part), sk = partial_sumsq<4>(Ks, t, part);
       sq += __shfl_xor_sync(0xffffffffu, sq, 1);
       sq += __shfl_xor_sync(0xffffffffu, sq, 2);
       sk += __shfl_xor_sync(0xffffffffu, sk, 1);
@@ -528,12 +544,12 @@ __global__ void __launch_bounds__(32 * NW, 1)
       if (8 * nb <= 16 * mt + 15) {
         for (int ks = 0; ks < 8; ++ks) {
           u32 a[4];
-          ldsm_x4(a, Qs + (16 * mt + a_row) * kRowBf + 16 * ks + a_col);
+          ldsm_x4(a, Qs + toff(16 * mt + a_row, 16 * ks + a_col));
 #pragma unroll
           for (int np = 0; np < 2; ++np) {
             if (8 * nb + 16 * np > 16 * mt + 15) continue;  // both n-tiles above the diagonal: P is zero there
             u32 bb[4];
-            ldsm_x4(bb, Ks + (8 * nb + 16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+            ldsm_x4(bb, Ks + toff(8 * nb + 16 * np + bn_row, 16 * ks + bn_col));
             mma_bf16(acc[2 * np], a, bb[0], bb[1]);
             mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
           }
@@ -563,10 +579,10 @@ __global__ void __launch_bounds__(32 * NW, 1)
       acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
       for (int np = 0; np < 4; ++np) {
         u32 bk[4], bq[4];
-        ldsm_x4(bk, Ks + (16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+        ldsm_x4(bk, Ks + toff(16 * np + bn_row, 16 * ks + bn_col));
         mma_bf16(kh[2 * np], a, bk[0], bk[1]);
         mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
-        ldsm_x4(bq, Qs + (16 * np + bn_row) * kRowBf + 16 * ks + bn_col);
+        ldsm_x4(bq, Qs + toff(16 * np + bn_row, 16 * ks + bn_col));
         mma_bf16(ot[2 * np], a, bq[0], bq[1]);
         mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
       }
@@ -575,7 +591,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
     // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
     for (int j = 0; j < 4; ++j) {
       u32 vt[4];
-      ldsm_x4_t(vt, Vs + (16 * j + bn_row) * kRowBf + v0 + bn_col);
+      ldsm_x4_t(vt, Vs + toff(16 * j + bn_row, v0 + bn_col));
       for (int half = 0; half < 2; ++half) {
         const int n = 2 * j + half;
         const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
@@ -643,7 +659,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
         acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
         for (int np = 0; np < 8; ++np) {
           u32 bk[4];
-          ldsm_x4_t(bk, Ks + (16 * ks + a_row) * kRowBf + 16 * np + a_col);
+          ldsm_x4_t(bk, Ks + toff(16 * ks + a_row, 16 * np + a_col));
           mma_bf16(ht[2 * np], a, bk[0], bk[1]);
           mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
         }
