@@ -309,6 +309,55 @@ inline void ldmatrix_x4(std::uint32_t* r, const void* p, bool trans) {
   std::memcpy(r, o.r, sizeof o.r);
 }
 
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 with A from registers and B from shared memory, K-major, no
+// swizzle: desc holds B's start (as an offset into the CTA's dynamic shared memory, >> 4) in bits 0-13, the byte
+// offset between core matrices along K (>> 4) in bits 16-29 and along N in bits 32-45. Each warp's 16 rows of D
+// depend only on its own A rows, so a warp-wide exchange of A suffices; D per warp in the mma C layout, one 16 x 8
+// block after another along N.
+template <int N>
+void wgmma_m64nNk16_rs(float* d, const std::uint32_t* a, std::uint64_t desc) {
+  const unsigned char* base = t_cta->smem + ((desc & 0x3fff) << 4);
+  const std::size_t lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+  struct In {
+    std::uint32_t a[4];
+  } in;
+  std::memcpy(in.a, a, sizeof in.a);
+  struct Out {
+    float d[N / 2];
+  };
+  Out cur;
+  std::memcpy(cur.d, d, sizeof cur.d);
+  const Out o = collective<Out>(in, [&](unsigned l, auto get) {
+    float A[16][16];
+    for (unsigned s = 0; s < 32; ++s) {
+      const In x = get(s);
+      const unsigned g = s >> 2, t = s & 3;
+      for (int h = 0; h < 2; ++h) {
+        A[g][2 * t + h] = bf16_half(x.a[0], h);
+        A[g + 8][2 * t + h] = bf16_half(x.a[1], h);
+        A[g][2 * t + 8 + h] = bf16_half(x.a[2], h);
+        A[g + 8][2 * t + 8 + h] = bf16_half(x.a[3], h);
+      }
+    }
+    auto B = [&](int k, int n) {
+      std::uint16_t v;
+      std::memcpy(&v, base + (n / 8) * sbo + (k / 8) * lbo + (n % 8) * 16 + (k % 8) * 2, 2);
+      return __bfloat162float({v});
+    };
+    const unsigned g = l >> 2, t = l & 3;
+    Out r = cur;
+    for (int j = 0; j < N / 8; ++j)
+      for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e >> 1), col = 8 * j + 2 * t + (e & 1);
+        float acc = 0.f;
+        for (int k = 0; k < 16; ++k) acc += A[row][k] * B(k, col);
+        r.d[4 * j + e] += acc;
+      }
+    return r;
+  });
+  std::memcpy(d, o.d, sizeof o.d);
+}
+
 // cp.async with a source size of 0 or n: copies at once (there is nothing to overlap with on the CPU).
 inline void cp_async(void* dst, const void* src, std::size_t n, bool full) {
   if (full)

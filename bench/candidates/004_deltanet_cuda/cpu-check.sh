@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Builds cpu_check.cpp (solution.cu under the CPU emulation of bench/cuda_emu) and runs it: the candidate's kernels
-# against the float64 token recurrence on small ragged batches, once as it is and once with D2K_FUSE_T (the walk
-# builds T itself). No GPU needed. Usage: cpu-check.sh [--quick]
+# against the float64 token recurrence on small ragged batches, as it is and with its variants' flags (D2K_FUSE_T:
+# the walk builds T itself; D2K_WGMMA: S_0 K^T and S_0 Q^T through wgmma). No GPU needed.
+# Usage: cpu-check.sh [--quick]   (--quick: fewer cases, and only the default and both flags together)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../../.."
 out="${TMPDIR:-/tmp}/d2k-004-cpu-check"
+variants=("" "-DD2K_FUSE_T -DD2K_WGMMA")
+[[ ${1:-} == --quick ]] || variants+=(-DD2K_FUSE_T -DD2K_WGMMA)
 rc=0
-for variant in "" -DD2K_FUSE_T; do
+for variant in "${variants[@]}"; do
   echo "== solution.cu ${variant:-(default)}"
-  g++ -std=c++20 -O2 -pthread -DD2K_CPU_EMU $variant -Wno-unknown-pragmas -I"$root/include" "$here/cpu_check.cpp" -o "$out"
+  # shellcheck disable=SC2086  # the variant's flags are separate words
+  g++ -std=c++20 -O2 -pthread -DD2K_CPU_EMU $variant -Wno-unknown-pragmas -I"$root/include" "$here/cpu_check.cpp" \
+    -o "$out"
   "$out" "$@" || rc=1
 done
 exit $rc

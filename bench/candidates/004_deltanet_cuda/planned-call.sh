@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Planned H200 calls for the CUDA candidate of 004 (written 2026-12-05; no device was lent that session, so they have
-# not run yet). Each part fits one device call (10 minutes):
-#   part 1: `d2k eval` (correctness on every workload, cold timing), then warm medians of the solution as it is and
-#           with D2K_FUSE_T (the walk builds T itself) on the four timed workloads;
-#   part 2: warm medians of the prep alone and the walk alone, the V split forced to 1, 2, 4 on the two workloads
-#           with few chains, then the walk under Nsight Compute on the largest workload.
-# Run: bash bench/candidates/004_deltanet_cuda/planned-call.sh 1 2>&1 | tee $OUT/call.txt | tail -80   (carry .deps)
+# not run yet). Each part is meant to fit one device call (10 minutes):
+#   part 1: `d2k eval` (correctness on every workload, cold timing) of the solution as it is and of a copy built
+#           with D2K_FUSE_T and D2K_WGMMA (bench/candidates/004_deltanet_cuda_fw, made here, never committed), then
+#           warm medians of the variants on the largest workload;
+#   part 2: warm medians of every variant on the other timed workloads, of the prep alone and the walk alone;
+#   part 3: the V split forced to 1, 2, 4 on the two workloads with few chains, the walk under Nsight Compute.
+# Run: bash bench/candidates/004_deltanet_cuda/planned-call.sh PART 2>&1 | tee $OUT/call.txt | tail -80   (carry .deps)
 set -uo pipefail
 part=${1:-1}
 cd "$(dirname "$0")/../../.."
@@ -16,27 +17,34 @@ workloads=(qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -cudart shared -Iinclude \
   -Xptxas -v $cand/solution.cu -o /tmp/cand004.so 2>&1 | grep -E "error|registers|spill"
+variants() {  # warm medians of the four flag combinations on one workload
+  run "cuda" "$cand" "$1"
+  run "cuda, FUSE_T" "$cand" "$1" D2K_FUSE_T
+  run "cuda, WGMMA" "$cand" "$1" D2K_WGMMA
+  run "cuda, FUSE_T WGMMA" "$cand" "$1" D2K_FUSE_T D2K_WGMMA
+}
 if [[ $part == 1 ]]; then
   echo "== d2k eval (t=${SECONDS}s)"
-  GPU_DEADLINE=330 CANDIDATES='004_deltanet_cuda' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
-    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -30
+  mkdir -p ${cand}_fw
+  { echo '#define D2K_FUSE_T'; echo '#define D2K_WGMMA'; cat $cand/solution.cu; } >${cand}_fw/solution.cu
+  sed 's/^name = .*/name = "cuda_fuse_t_wgmma"/' $cand/solution.toml >${cand}_fw/solution.toml
+  GPU_DEADLINE=420 CANDIDATES='004_deltanet_cuda*' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=200 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -40
   echo "== warm medians (t=${SECONDS}s)"
-  for w in "${workloads[@]}"; do
-    run "cuda" "$cand" "$w"
-    run "cuda, FUSE_T (walk builds T)" "$cand" "$w" D2K_FUSE_T
-  done
-else
+  variants qwen3_next_h32_16seq_64k
+elif [[ $part == 2 ]]; then
+  echo "== warm medians (t=${SECONDS}s)"
+  for w in "${workloads[@]:1}"; do variants "$w"; done
   echo "== prep alone, walk alone (t=${SECONDS}s)"
-  for w in qwen3_next_h32_16seq_64k qwen3_next_h32_1seq_32k; do
-    run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-    run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
-  done
+  run "cuda, prep only" "$cand" qwen3_next_h32_16seq_64k D2K_ONLY_PREP
+  run "cuda, walk only" "$cand" qwen3_next_h32_16seq_64k D2K_ONLY_WALK
+else
   echo "== V split over CTAs (t=${SECONDS}s)"
   for w in qwen3_next_h32_1seq_32k qwen3_next_h32_4seq_16k; do
     for sp in 1 2 4; do run "cuda, D2K_SPLIT=$sp" "$cand" "$w" D2K_SPLIT=$sp; done
   done
   echo "== ncu, walk on 16seq_64k (t=${SECONDS}s)"
-  GPU_DEADLINE=200 PROFILE="$task $cand qwen3_next_h32_16seq_64k walk" OUT=/tmp/call-prof \
+  GPU_DEADLINE=240 PROFILE="$task $cand qwen3_next_h32_16seq_64k walk" OUT=/tmp/call-prof \
     bash scripts/gpu-check.sh profile 2>&1 | grep -vE '^\[' | tail -45
 fi
 echo "== done (t=${SECONDS}s)"

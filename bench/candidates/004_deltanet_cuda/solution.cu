@@ -20,7 +20,9 @@
 //    warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per chunk,
 //    double-buffered with cp.async. With too few (sequence, head) pairs to fill the GPU (one 32k-token sequence of
 //    32 heads), V is split over 2 or 4 CTAs of 4 or 2 warps while each still gets an SM of its own.
-//    -DD2K_FUSE_T: the walk builds each chunk's T itself and the prep is not launched (a variant to time).
+//    Variants to time (flags): -DD2K_FUSE_T, the walk builds each chunk's T itself and the prep is not launched;
+//    -DD2K_WGMMA, S_0 K^T and S_0 Q^T through wgmma per warpgroup (B operands read from shared memory once per 64
+//    state rows instead of once per 16).
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -47,6 +49,12 @@ using bf16 = __nv_bfloat16;
 using u32 = std::uint32_t;
 
 constexpr int kChunk = 64;
+// D2K_WGMMA: S_0 K^T and S_0 Q^T through wgmma (warpgroups of 4 warps; V splits of 2-warp CTAs keep mma.sync).
+#ifdef D2K_WGMMA
+constexpr bool kWgmma = true;
+#else
+constexpr bool kWgmma = false;
+#endif
 constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
 constexpr int kRowBf = 136;        // bf16 per shared row of the output's 64 x 128 staging tile (272 B)
@@ -195,6 +203,73 @@ __device__ __forceinline__ void cp_async_commit() {
 __device__ __forceinline__ void cp_async_wait_all() {
 #ifndef D2K_CPU_EMU
   asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+
+// ---------------------------------------------------------------- wgmma (D2K_WGMMA): S_0 K^T and S_0 Q^T per warpgroup
+
+// Shared-memory matrix descriptor of a K-major operand in the no-swizzle canonical layout of toff: core matrices
+// 128 B apart along K (leading byte offset), 8-row groups 2048 B apart along N (stride byte offset).
+__device__ __forceinline__ std::uint64_t kmajor_desc(const bf16* p) {
+#ifdef D2K_CPU_EMU
+  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
+#else
+  const std::uint64_t addr = static_cast<u32>(__cvta_generic_to_shared(p));
+#endif
+  return ((addr >> 4) & 0x3fff) | (std::uint64_t(128 >> 4) << 16) | (std::uint64_t(2048 >> 4) << 32);
+}
+
+// d (this warp's 16 rows x 64 columns of the warpgroup's 64 x 64 fp32 accumulator, mma C layout per 8-column block)
+// += A B: A from registers (this warp's 16 x 16 slice, the mma A layout), B (16 x 64, K-major) from shared memory.
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const u32 (&a)[4], std::uint64_t desc_b) {
+#ifdef D2K_CPU_EMU
+  emu::wgmma_m64nNk16_rs<64>(&d[0][0], a, desc_b);
+#else
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+__device__ __forceinline__ void wgmma_fence() {
+#ifndef D2K_CPU_EMU
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_and_wait() {
+#ifndef D2K_CPU_EMU
+  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Keeps registers alive (and unmoved) up to this point: wgmma reads its A registers and writes its accumulators
+// asynchronously, so the compiler must neither reuse the former nor read the latter before the wait.
+__device__ __forceinline__ void reg_fence(float (&d)[8][4]) {
+#ifndef D2K_CPU_EMU
+  for (int j = 0; j < 8; ++j) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])::"memory");
+#else
+  (void)d;
+#endif
+}
+__device__ __forceinline__ void reg_fence(u32 (&a)[4]) {
+#ifndef D2K_CPU_EMU
+  asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3])::"memory");
+#else
+  (void)a;
+#endif
+}
+// Makes the generic-proxy writes to shared memory (cp.async, st.shared) visible to wgmma's async-proxy reads.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifndef D2K_CPU_EMU
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 
@@ -500,6 +575,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
     const int s = c & 1;
     const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
     cp_async_wait_all();
+    if constexpr (kWgmma) fence_proxy_async();
     __syncthreads();  // stage s has landed for every thread; the previous chunk is done with P, O and the factors
     if (c + 1 < n_chunks) load_stage(c + 1, s ^ 1);
     const unsigned char* st = sm + s * kStageBytes;
@@ -574,6 +650,23 @@ __global__ void __launch_bounds__(32 * NW, 1)
     float kh[8][4], ot[8][4];
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) kh[n][e] = ot[n][e] = 0.f;
+    if constexpr (kWgmma && NW >= 4) {
+      // Per warpgroup (64 state rows): K and Q read once from shared memory by the tensor cores, not once per warp.
+      // Four k-steps per batch: their A fragments stay live until the wait.
+      for (int kb = 0; kb < 8; kb += 4) {
+        u32 a[4][4];
+        for (int j = 0; j < 4; ++j) acc_to_a(a[j], ht[2 * (kb + j)], ht[2 * (kb + j) + 1]);
+        wgmma_fence();
+        for (int j = 0; j < 4; ++j) {
+          wgmma_m64n64k16(kh, a[j], kmajor_desc(Ks + toff(0, 16 * (kb + j))));
+          wgmma_m64n64k16(ot, a[j], kmajor_desc(Qs + toff(0, 16 * (kb + j))));
+        }
+        wgmma_commit_and_wait();
+        for (int j = 0; j < 4; ++j) reg_fence(a[j]);
+        reg_fence(kh);
+        reg_fence(ot);
+      }
+    } else
     for (int ks = 0; ks < 8; ++ks) {
       u32 a[4];
       acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
