@@ -228,7 +228,10 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const u32 (&a)
 #else
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
         "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
         "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -501,8 +504,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
 
 // ---------------------------------------------------------------- kernel 3: the walk per (sequence, head)
 
-// A-operand fragment (16 x 16, k-step ks) from two accumulator tiles x[2ks], x[2ks+1] (16 x 8 each), each column
-// scaled by f[col] when f is given.
+// A-operand fragment (16 x 16, one k-step) from two adjacent accumulator tiles (16 x 8 each), rounded to bf16.
 __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], const float (&x1)[4]) {
   a[0] = pack_bf16(x0[0], x0[1]);
   a[1] = pack_bf16(x0[2], x0[3]);
@@ -537,9 +539,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
   float* fo = reinterpret_cast<float*>(sm + kWFo);  // scale gamma_t rq_t
   float* fs = reinterpret_cast<float*>(sm + kWFs);  // gamma_C / gamma_t rk_t
   float* eC = reinterpret_cast<float*>(sm + kWEc);  // gamma_C
-  // ldmatrix.x4 lane offsets (row, column): a_ for the A operand of a row-major [m][k] tile, and with .trans for
-  // two B operands (n-tiles) of a row-major [k][n] tile; bn_ for two B operands of a row-major [n][k] tile, and with
-  // .trans for two accumulator-layout tiles of V^T.
+  // ldmatrix.x4 lane offsets (row, column) into a tile indexed [row][column]: a_ for the A operand of an [m][k]
+  // tile, and with .trans for two B operands (n-tiles) of a [k][n] tile; bn_ for two B operands of an [n][k] tile,
+  // and with .trans for two accumulator-layout tiles of V^T.
   const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
   const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
 
@@ -590,24 +592,24 @@ __global__ void __launch_bounds__(32 * NW, 1)
       warp_cumsum64(reinterpret_cast<const float*>(st + kStG), lane, G_even, G_odd);
       const float GC = pick_cumsum(G_even, G_odd, L - 1);
       for (int tb = warp; tb < 8; tb += NW) {
-      const int t = 8 * tb + (lane >> 2);
-      const int part = 4 * (lane & 3);
-      float sq = partial_sumsq<4>(Qs, t, part), sk = partial_sumsq<4>(Ks, t, part);
-      sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-      sq += __shfl_xor_sync(0xffffffffu, sq, 2);
-      sk += __shfl_xor_sync(0xffffffffu, sk, 1);
-      sk += __shfl_xor_sync(0xffffffffu, sk, 2);
-      const float Gt = pick_cumsum(G_even, G_odd, t);
-      if ((lane & 3) == 0) {
-        const float rqt = rsqrtf(sq + eps), rkt = rsqrtf(sk + eps), egt = __expf(Gt);
-        Gc[t] = Gt;
-        fq[t] = scale * rqt;
-        rk[t] = rkt;
-        fy[t] = bs[t] * egt * rkt;
-        fo[t] = scale * egt * rqt;
-        fs[t] = __expf(GC - Gt) * rkt;
-        if (t == 0) eC[0] = __expf(GC);
-      }
+        const int t = 8 * tb + (lane >> 2);
+        const int part = 4 * (lane & 3);
+        float sq = partial_sumsq<4>(Qs, t, part), sk = partial_sumsq<4>(Ks, t, part);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+        sk += __shfl_xor_sync(0xffffffffu, sk, 1);
+        sk += __shfl_xor_sync(0xffffffffu, sk, 2);
+        const float Gt = pick_cumsum(G_even, G_odd, t);
+        if ((lane & 3) == 0) {
+          const float rqt = rsqrtf(sq + eps), rkt = rsqrtf(sk + eps), egt = __expf(Gt);
+          Gc[t] = Gt;
+          fq[t] = scale * rqt;
+          rk[t] = rkt;
+          fy[t] = bs[t] * egt * rkt;
+          fo[t] = scale * egt * rqt;
+          fs[t] = __expf(GC - Gt) * rkt;
+          if (t == 0) eC[0] = __expf(GC);
+        }
       }
     }
     __syncthreads();
