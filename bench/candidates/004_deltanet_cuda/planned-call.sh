@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Planned H200 calls for the CUDA candidate of 004 (written 2026-12-05; no device was lent that session, so they have
 # not run yet). Each part is meant to fit one device call (10 minutes):
-#   part 1: `d2k eval` (correctness on every workload, cold timing) of the solution as it is and of a copy built
+#   part 1: gpu-check.sh (each variant and split against the float64 recurrence on small ragged cases), `d2k eval` (correctness on every workload, cold timing) of the solution as it is and of a copy built
 #           with D2K_FUSE_T and D2K_WGMMA (bench/candidates/004_deltanet_cuda_fw, made here, never committed), then
 #           warm medians of the variants on the largest workload;
 #   part 2: warm medians of every variant on the other timed workloads, of the prep alone and the walk alone;
@@ -24,6 +24,11 @@ variants() {  # warm medians of the four flag combinations on one workload
   run "cuda, FUSE_T WGMMA" "$cand" "$1" D2K_FUSE_T D2K_WGMMA
 }
 if [[ $part == 1 ]]; then
+  echo "== gpu-check.sh (t=${SECONDS}s)"
+  bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
+  grep -E "MISMATCH|returned|CUDA:" /tmp/gpu-check.txt | head -20
+  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  [[ -n ${OUT:-} ]] && cp /tmp/gpu-check.txt "$OUT/"
   echo "== d2k eval (t=${SECONDS}s)"
   mkdir -p ${cand}_fw
   { echo '#define D2K_FUSE_T'; echo '#define D2K_WGMMA'; cat $cand/solution.cu; } >${cand}_fw/solution.cu

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The correctness check of cpu_check.cpp on the GPU: the kernels built by nvcc (sm_90a) for each variant (default,
+# D2K_FUSE_T, D2K_WGMMA, both) and each V split (the automatic one, then 1, 2, 4 forced), every case against the
+# float64 recurrence. Meant as the first thing a device call runs, so that a failure names its case, split and
+# variant. Usage: gpu-check.sh   (prints one summary line per build last; exits 1 on any mismatch)
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../../.."
+out="${TMPDIR:-/tmp}/d2k-004-gpu-check"
+mkdir -p "$out"
+builds=()
+for variant in default FUSE_T WGMMA FUSE_T,WGMMA; do
+  for split in auto 1 2 4; do builds+=("$variant:$split"); done
+done
+build() {
+  local variant=${1%%:*} split=${1##*:} flags=()
+  [[ $variant == default ]] || for f in ${variant//,/ }; do flags+=("-DD2K_$f"); done
+  [[ $split == auto ]] || flags+=("-DD2K_SPLIT=$split")
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu "${flags[@]}" -I"$root/include" \
+    "$here/cpu_check.cpp" -o "$out/check_${variant//,/_}_$split" 2>"$out/build_${variant//,/_}_$split.log"
+}
+export -f build
+export here root out
+printf '%s\n' "${builds[@]}" | xargs -P 16 -I{} bash -c 'build {} || echo "build {} failed"'
+rc=0
+summary=()
+for b in "${builds[@]}"; do
+  variant=${b%%:*} split=${b##*:} exe="$out/check_${variant//,/_}_$split"
+  echo "== $variant, split $split"
+  if [[ ! -x $exe ]]; then
+    tail -5 "$out/build_${variant//,/_}_$split.log"
+    summary+=("$variant split $split: BUILD FAILED")
+    rc=1
+    continue
+  fi
+  if timeout 120 "$exe"; then summary+=("$variant split $split: ok"); else summary+=("$variant split $split: FAILED"); rc=1; fi
+done
+echo "== summary"
+printf '  %s\n' "${summary[@]}"
+exit $rc
