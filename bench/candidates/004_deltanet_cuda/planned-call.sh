@@ -6,6 +6,7 @@
 #           warm medians of the variants on the largest workload;
 #   part 2: warm medians of every variant on the other timed workloads, of the prep alone and the walk alone;
 #   part 3: the V split forced to 1, 2, 4 on the two workloads with few chains, the walk under Nsight Compute.
+#   part 0: the short form of part 1 (gpu-check.sh and the warm medians, no `d2k eval`; ~5 min).
 # Run: bash bench/candidates/004_deltanet_cuda/planned-call.sh PART 2>&1 | tee $OUT/call.txt | tail -80   (carry .deps)
 set -uo pipefail
 part=${1:-1}
@@ -23,12 +24,17 @@ variants() {  # warm medians of the four flag combinations on one workload
   run "cuda, WGMMA" "$cand" "$1" D2K_WGMMA
   run "cuda, FUSE_T WGMMA" "$cand" "$1" D2K_FUSE_T D2K_WGMMA
 }
-if [[ $part == 1 ]]; then
+if [[ $part == 0 || $part == 1 ]]; then
   echo "== gpu-check.sh (t=${SECONDS}s)"
   bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
   grep -E "MISMATCH|returned|CUDA:" /tmp/gpu-check.txt | head -20
   sed -n '/^== summary/,$p' /tmp/gpu-check.txt
   [[ -n ${OUT:-} ]] && cp /tmp/gpu-check.txt "$OUT/"
+fi
+if [[ $part == 0 ]]; then  # the short form of part 1 (~5 min), for a session with little device time left
+  echo "== warm medians (t=${SECONDS}s)"
+  variants qwen3_next_h32_16seq_64k
+elif [[ $part == 1 ]]; then
   echo "== d2k eval (t=${SECONDS}s)"
   mkdir -p ${cand}_fw
   { echo '#define D2K_FUSE_T'; echo '#define D2K_WGMMA'; cat $cand/solution.cu; } >${cand}_fw/solution.cu
