@@ -1,5 +1,5 @@
-// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync), written 2026-12-05 without a GPU: checked only by the
-// CPU emulation (bench/cuda_emu, cpu-check.sh here); not yet compiled into a timed run on the H200.
+// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync), written 2026-12-05 without a GPU, checked by the
+// CPU emulation (bench/cuda_emu, cpu-check.sh) and on an H100 (gpu-check.sh; warm timings: NOTES.md); no d2k eval.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
