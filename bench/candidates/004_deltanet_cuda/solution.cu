@@ -884,9 +884,10 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
   const int* order = tbl + 1 + 2 * n_slots;
 
-  // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results).
-#ifndef D2K_ONLY_WALK
+  // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results). The table
+  // (~13 us) runs in both, so the walk alone still walks the real order.
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
+#ifndef D2K_ONLY_WALK
   if (!kFuse)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
                                                                                      n_slots);
