@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     cases.push_back(many);
   }
 #ifndef D2K_CPU_EMU
-  Case wide{"wide_h4_b24", 4, {}, 0.2f};  // 96 (sequence, head) pairs: the automatic split is 1 on an H200
+  Case wide{"wide_h4_b24", 4, {}, 0.2f};  // 96 (sequence, head) pairs: the automatic split is 1 with 132 SMs
   for (int b = 0; b < 24; ++b) wide.lens.push_back(1 + (b * 53) % 300);
   cases.push_back(wide);
 #endif
