@@ -12,11 +12,16 @@
 #pragma once
 
 #include <barrier>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,6 +32,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
+#define __grid_constant__
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -36,6 +42,10 @@ struct dim3 {
 struct alignas(8) float2 {
   float x, y;
 };
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
@@ -364,6 +374,104 @@ inline void cp_async(void* dst, const void* src, std::size_t n, bool full) {
     std::memcpy(dst, src, n);
   else
     std::memset(dst, 0, n);
+}
+
+// mbarrier with transaction counts (sm_90), as the bulk copies use it: a phase completes when its pending arrivals
+// reach zero with no bytes outstanding; then the phase bit flips and the arrival count is rearmed. The state lives
+// beside the CTA's shared memory, keyed by the barrier's address (CTAs run one after another). A wait that does not
+// complete within 20 s aborts: on the GPU it would hang.
+struct Mbarrier {
+  int expected = 0, pending = 0;
+  long long tx = 0;
+  unsigned phase = 0;
+};
+inline std::mutex g_mbar_mu;
+inline std::condition_variable g_mbar_cv;
+inline std::map<const void*, Mbarrier> g_mbars;
+
+inline void mbar_complete_if_done(Mbarrier& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    m.phase ^= 1u;
+    m.pending = m.expected;
+    g_mbar_cv.notify_all();
+  }
+}
+inline void mbar_init(const void* bar, int count) {
+  std::lock_guard<std::mutex> lock(g_mbar_mu);
+  g_mbars[bar] = Mbarrier{count, count, 0, 0};
+}
+inline Mbarrier& mbar_get(const void* bar) {
+  const auto it = g_mbars.find(bar);
+  if (it == g_mbars.end()) {
+    std::fprintf(stderr, "cuda_emu: mbarrier used before mbarrier.init\n");
+    std::abort();
+  }
+  return it->second;
+}
+inline void mbar_arrive_expect_tx(const void* bar, unsigned bytes) {
+  std::lock_guard<std::mutex> lock(g_mbar_mu);
+  Mbarrier& m = mbar_get(bar);
+  m.tx += bytes;
+  --m.pending;
+  mbar_complete_if_done(m);
+}
+// cp.async.bulk global -> shared with complete_tx on bar: copies at once, then counts the bytes as landed.
+inline void bulk_copy(void* dst, const void* src, unsigned bytes, const void* bar) {
+  if ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) | bytes) & 15u) {
+    std::fprintf(stderr, "cuda_emu: cp.async.bulk needs 16-byte aligned addresses and sizes\n");
+    std::abort();
+  }
+  std::memcpy(dst, src, bytes);
+  std::lock_guard<std::mutex> lock(g_mbar_mu);
+  Mbarrier& m = mbar_get(bar);
+  m.tx -= bytes;
+  mbar_complete_if_done(m);
+}
+// A tensor map as cp.async.bulk.tensor reads it, for 3-D tiles of 2-byte elements: the emulation's own form (the
+// GPU build encodes the driver's CUtensorMap with cuTensorMapEncodeTiled from the same fields).
+struct TensorMap3d {
+  const void* base = nullptr;
+  std::uint64_t dim[3] = {};     // elements, innermost first
+  std::uint64_t stride[2] = {};  // bytes of dimensions 1 and 2
+  unsigned box[3] = {};
+  bool swizzle128 = false;  // 128-byte swizzle: 16-byte chunk j of box row R lands at chunk j ^ (R & 7)
+};
+// cp.async.bulk.tensor.3d ... tile: the box at (x, y, z), zeros outside the tensor, counted on bar as the whole box.
+inline void tensor_copy_3d(void* dst, const TensorMap3d& m, int x, int y, int z, const void* bar) {
+  const unsigned row_bytes = m.box[0] * 2, chunks = row_bytes / 16;
+  if (row_bytes % 16 != 0 || (m.swizzle128 && row_bytes != 128)) {
+    std::fprintf(stderr, "cuda_emu: tensor map box not supported by the emulation\n");
+    std::abort();
+  }
+  auto* out = static_cast<unsigned char*>(dst);
+  for (unsigned zz = 0; zz < m.box[2]; ++zz)
+    for (unsigned yy = 0; yy < m.box[1]; ++yy) {
+      const unsigned R = zz * m.box[1] + yy;
+      const std::uint64_t gy = std::uint64_t(y) + yy, gz = std::uint64_t(z) + zz;
+      for (unsigned j = 0; j < chunks; ++j) {
+        unsigned char* d = out + std::size_t(R) * row_bytes + 16 * (m.swizzle128 ? (j ^ (R & 7u)) : j);
+        for (unsigned e = 0; e < 8; ++e) {
+          const std::uint64_t gx = std::uint64_t(x) + 8 * j + e;
+          unsigned short v = 0;
+          if (gx < m.dim[0] && gy < m.dim[1] && gz < m.dim[2])
+            std::memcpy(&v, static_cast<const unsigned char*>(m.base) + gz * m.stride[1] + gy * m.stride[0] + 2 * gx,
+                        2);
+          std::memcpy(d + 2 * e, &v, 2);
+        }
+      }
+    }
+  std::lock_guard<std::mutex> lock(g_mbar_mu);
+  Mbarrier& mb = mbar_get(bar);
+  mb.tx -= static_cast<long long>(row_bytes) * m.box[1] * m.box[2];
+  mbar_complete_if_done(mb);
+}
+// Waits until the phase of parity `parity` has completed (the barrier's current phase bit differs from it).
+inline void mbar_wait_parity(const void* bar, unsigned parity) {
+  std::unique_lock<std::mutex> lock(g_mbar_mu);
+  if (!g_mbar_cv.wait_for(lock, std::chrono::seconds(20), [&] { return mbar_get(bar).phase != (parity & 1u); })) {
+    std::fprintf(stderr, "cuda_emu: mbarrier wait on parity %u never completed (a hang on the GPU)\n", parity);
+    std::abort();
+  }
 }
 
 }  // namespace emu

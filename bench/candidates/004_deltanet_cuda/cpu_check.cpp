@@ -65,7 +65,7 @@ int run(const Case& cs, unsigned seed, int split) {
   const double scale = 1.0 / std::sqrt(128.0), eps = 1e-6;
   const d2k_param params[2] = {{"scale", D2K_FLOAT32, scale, 0}, {"eps", D2K_FLOAT32, eps, 0}};
 #ifdef D2K_CPU_EMU
-  emu_sm_count = split * H * B;  // the walk splits V over `split` CTAs per (sequence, head) (see d2k_solve)
+  emu_sm_count = 4 * split * H * B;  // so that d2k_solve's rule splits V over `split` CTAs per (sequence, head)
   const int rc = d2k_solve(in, 6, out, 1, params, 2, nullptr);
 #else
   // The same tensors in device memory; o comes back after a synchronize, so an asynchronous fault shows here.

@@ -1,5 +1,6 @@
-// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync), written 2026-12-05 without a GPU, checked by the
-// CPU emulation (bench/cuda_emu, cpu-check.sh) and on an H100 (gpu-check.sh; warm timings: NOTES.md); no d2k eval.
+// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, TMA), written 2026-12-05, checked by the CPU
+// emulation (bench/cuda_emu, cpu-check.sh), on an H100 (gpu-check.sh) and by d2k eval on an H100 (2.18 ms on
+// qwen3_next_h32_16seq_64k, every workload passed; NOTES.md). Not yet run on the H200.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
@@ -13,32 +14,37 @@
 //    P = (Q^ K^T * gamma_t / gamma_i, i <= t), S_C = gamma_C S_0 + v_new^T diag(gamma_C / gamma) K^.
 //  - Three launches: a chunk table from cu_seqlens; a prep per (chunk, head) that builds T (Gram matrix on bf16
 //    mma, 16x16 diagonal inverses by forward substitution, the blocks below by block substitution on tf32 mma) and
-//    stores it in bf16 as [T, H, 64]; a walk per (sequence, head), longest sequences first (the table kernel ranks
+//    stores it in bf16 as [T, H, 72] rows (T's 64, then G_t, beta_t, rk_t as floats); a walk per (sequence, head), longest sequences first (the table kernel ranks
 //    them), with 8 warps, warp w owning the state rows S[16w, 16w+16) (fp32, 64 registers per thread) for the
 //    whole sequence. The state is kept as the mma accumulator S (V x K), whose fragments are also the A operand of
 //    the next products (no shuffles, no shared memory round trip); every product is computed transposed (M = the
 //    warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per chunk,
-//    double-buffered with cp.async. With too few (sequence, head) pairs to fill the GPU (one 32k-token sequence of
-//    32 heads), V is split over 2 or 4 CTAs of 4 or 2 warps while each still gets an SM of its own.
+//    double-buffered: seven tensor copies (TMA) per chunk, issued by one thread on the stage's mbarrier. With very
+//    few (sequence, head) pairs (at most an eighth of the SMs), V is split over 2 or 4 CTAs of 4 or 2 warps.
 //    Variants to time (flags): -DD2K_FUSE_T, the walk builds each chunk's T itself and the prep is not launched;
 //    -DD2K_WGMMA, S_0 K^T and S_0 Q^T through wgmma per warpgroup (B operands read from shared memory once per 64
-//    state rows instead of once per 16).
+//    state rows instead of once per 16). Both keep the cp.async loads and a core-matrix tile layout.
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 
 #include "d2k/solution.h"
 
 #ifndef D2K_CPU_EMU
+#include <cuda.h>  // CUtensorMap and its enums (the encoder comes through cudaGetDriverEntryPointByVersion)
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+using TmaMap = CUtensorMap;
 #define D2K_DYN_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #define D2K_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #else
 #define D2K_DYN_SMEM(name) unsigned char* name = emu::t_cta->smem
+using TmaMap = emu::TensorMap3d;
 #define D2K_LAUNCH(kernel, grid, block, smem, stream) \
   (static_cast<void>(stream), emu::launcher(kernel, grid, block, smem))
 #endif
@@ -66,12 +72,18 @@ constexpr int kTTileBytes = kChunk * kTRowBf * 2;  // 9216
 // walk: shared memory layout (bytes)
 constexpr int kStQ = 0, kStK = kTileBytes, kStV = 2 * kTileBytes, kStT = 3 * kTileBytes;
 constexpr int kStG = kStT + kTTileBytes, kStBeta = kStG + 256;
-constexpr int kStageBytes = kStBeta + 256;  // 61952
+constexpr int kStageBytes = 62464;  // kStBeta + 256 = 61952, rounded up: the tensor copies' boxes are 1024-aligned
+static_assert(kStBeta + 256 <= kStageBytes && kStK % 1024 == 0 && kStV % 1024 == 0 && kStT % 1024 == 0, "stage");
 constexpr int kWP = 2 * kStageBytes, kWO = kWP + kTTileBytes;
 // per-token factors of the current chunk (64 floats each) and gamma_C
 constexpr int kWG = kWO + kOTileBytes, kWFq = kWG + 256, kWRk = kWFq + 256, kWFy = kWRk + 256, kWFo = kWFy + 256;
 constexpr int kWFs = kWFo + 256, kWEc = kWFs + 256;
-constexpr int kWalkSmem = kWEc + 16;
+constexpr int kWBar = kWEc + 16;  // two mbarriers, one per stage (the bulk-copy path)
+constexpr int kWalkSmem = kWBar + 16 + 1024;  // + room to align the base to 1024 bytes (128-byte swizzle)
+// T in global memory, one 144-byte row per (token, head): T's 64 bf16, then G_t (the chunk-local cumsum of g),
+// beta_t and rk_t as floats and a pad, so that one bulk copy per row brings all the prep's per-token factors.
+constexpr int kTRow = 72;
+static_assert(kTRow == kTRowBf, "a T row lands in shared memory as it is in global memory");
 // the walk that builds T itself (kFuseT) adds fp32 scratch for A, T and the block products
 constexpr int kFRow = 72;  // floats per row of the fp32 64 x 64 matrices A and T
 constexpr int kRRow = 24;  // floats per row of a 16 x 16 block product's scratch
@@ -93,6 +105,13 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 // matrices along a row 128 B apart, 8-row groups 2048 B apart: the canonical no-swizzle K-major layout of wgmma
 // operands as well.
 __device__ __forceinline__ int toff(int r, int c) { return (r >> 3) * 1024 + (c >> 3) * 64 + (r & 7) * 8 + (c & 7); }
+
+// Element offset of (r, c) in a 64 x 128 bf16 tile as two tensor copies leave it: columns 0-63 then 64-127, each
+// half 64 rows of 128 B with the 128-byte swizzle (16-byte chunk j of row r at chunk j ^ (r & 7)), so ldmatrix's
+// eight rows of one logical chunk fall in distinct bank groups.
+__device__ __forceinline__ int swz(int r, int c) {
+  return (c >> 6) * 4096 + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
 
 // The i-th of a tile's 1024 16-byte chunks, ordered so that a warp's 32 copies cover 8 rows x 64 contiguous bytes
 // in global memory and fill whole core matrices in shared memory.
@@ -206,6 +225,59 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #endif
 }
 
+// mbarrier and tensor copies (sm_90): a stage lands through the copy engine in seven copies issued by one thread,
+// so no warp stalls issuing it (the profile of 2026-12-05 found cp.async issue taking ~2,700 of a step's ~13,800
+// cycles: the warps wait for the load/store unit to accept their requests; 256 per-row cp.async.bulk copies were
+// worse, serialized one lane at a time).
+[[maybe_unused]] __device__ __forceinline__ void mbar_init(void* bar, int count) {
+#ifdef D2K_CPU_EMU
+  emu::mbar_init(bar, count);
+#else
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<u32>(__cvta_generic_to_shared(bar))),
+               "r"(count)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void mbar_arrive_expect_tx(void* bar, u32 bytes) {
+#ifdef D2K_CPU_EMU
+  emu::mbar_arrive_expect_tx(bar, bytes);
+#else
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   static_cast<u32>(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+// The box of map at (x, y, z) (elements, innermost first) global -> shared, counted on bar when it lands.
+[[maybe_unused]] __device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap& map, int x, int y, int z,
+                                                             void* bar) {
+#ifdef D2K_CPU_EMU
+  emu::tensor_copy_3d(dst, map, x, y, z, bar);
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(static_cast<u32>(__cvta_generic_to_shared(dst))),
+      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(x), "r"(y), "r"(z),
+      "r"(static_cast<u32>(__cvta_generic_to_shared(bar)))
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void mbar_wait(void* bar, u32 parity) {
+#ifdef D2K_CPU_EMU
+  emu::mbar_wait_parity(bar, parity);
+#else
+  const u32 a = static_cast<u32>(__cvta_generic_to_shared(bar));
+  u32 done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+#endif
+}
+
 
 // ---------------------------------------------------------------- wgmma (D2K_WGMMA): S_0 K^T and S_0 Q^T per warpgroup
 
@@ -279,11 +351,12 @@ __device__ __forceinline__ void fence_proxy_async() {
 // ---------------------------------------------------------------- shared pieces of prep and walk
 
 // Sum of squares of chunks c8 .. c8 + NV - 1 (8 bf16 each) of a tile's row (several threads share a row).
-template <int NV>
+template <int NV, bool kSwz = false>  // kSwz: the tile in swz's layout (else toff's core matrices)
 __device__ __forceinline__ float partial_sumsq(const bf16* tile, int row, int c8) {
   float s = 0.f;
   for (int j = 0; j < NV; ++j) {
-    const uint4 u = *reinterpret_cast<const uint4*>(tile + toff(row, 8 * (c8 + j)));
+    const uint4 u =
+        *reinterpret_cast<const uint4*>(tile + (kSwz ? swz(row, 8 * (c8 + j)) : toff(row, 8 * (c8 + j))));
     const u32 w[4] = {u.x, u.y, u.z, u.w};
     for (int e = 0; e < 4; ++e) {
       const float a = bf_lo(w[e]), b = bf_hi(w[e]);
@@ -498,8 +571,11 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   }
   __syncthreads();
 
-  build_T<kPrepThreads>(Ks, bs, Gc, rk, As, Tm, Rs, Tg + (static_cast<long>(t0) * H + h) * kChunk,
-                        static_cast<long>(H) * kChunk, L, false);
+  bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
+  build_T<kPrepThreads>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false);
+  if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
+    *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
+        make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
 }
 
 // ---------------------------------------------------------------- kernel 3: the walk per (sequence, head)
@@ -512,6 +588,45 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], cons
   a[3] = pack_bf16(x1[2], x1[3]);
 }
 
+// D2K_PHASES (a timing variant for diagnose.sh): every warp's lane 0 sums clock64 deltas between the walk's phase
+// boundaries over its chunks; the host prints the mean cycles per (warp, chunk) of each phase after the walk.
+#if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
+constexpr int kPhases = 11;
+__device__ unsigned long long g_phase_cycles[8][kPhases];  // by warp of the CTA
+__device__ unsigned long long g_phase_steps[8];             // chunks summed, by warp
+__device__ unsigned long long g_cta_ns;       // CTA wall time summed (globaltimer)
+__device__ unsigned long long g_cta_chunks;   // chunks summed over CTAs
+#define D2K_PH_DECL                     \
+  long long ph_acc[kPhases] = {};       \
+  long long ph_last = clock64();        \
+  unsigned long long ph_t0;             \
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ph_t0));
+#define D2K_PH(i)                     \
+  do {                                \
+    const long long now = clock64();  \
+    ph_acc[i] += now - ph_last;       \
+    ph_last = now;                    \
+  } while (0)
+#define D2K_PH_END(chunks)                                                                     \
+  do {                                                                                         \
+    if (lane == 0) {                                                                           \
+      for (int i = 0; i < kPhases; ++i)                                                        \
+        atomicAdd(&g_phase_cycles[warp][i], static_cast<unsigned long long>(ph_acc[i]));       \
+      atomicAdd(&g_phase_steps[warp], static_cast<unsigned long long>(chunks));                \
+    }                                                                                          \
+    if (tid == 0) {                                                                            \
+      unsigned long long ph_t1;                                                                \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ph_t1));                                \
+      atomicAdd(&g_cta_ns, ph_t1 - ph_t0);                                                     \
+      atomicAdd(&g_cta_chunks, static_cast<unsigned long long>(chunks));                       \
+    }                                                                                          \
+  } while (0)
+#else
+#define D2K_PH_DECL
+#define D2K_PH(i) static_cast<void>(0)
+#define D2K_PH_END(chunks) static_cast<void>(0)
+#endif
+
 // NW warps per CTA; the CTA owns state rows [16 NW j, 16 NW (j + 1)) of V, j = blockIdx.x % (8 / NW): NW < 8 only
 // when there are too few (sequence, head) pairs to fill the GPU. kFuseT: build each chunk's T here (build_T, on the
 // chain) instead of reading the prep's.
@@ -520,8 +635,14 @@ __global__ void __launch_bounds__(32 * NW, 1)
     walk_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                 const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
                 const int* __restrict__ order, const bf16* __restrict__ Tg, bf16* __restrict__ o, int H,
-                float scale, float eps) {
-  D2K_DYN_SMEM(sm);
+                float scale, float eps, const __grid_constant__ TmaMap mq, const __grid_constant__ TmaMap mk,
+                const __grid_constant__ TmaMap mv, const __grid_constant__ TmaMap mT) {
+  D2K_DYN_SMEM(sm_raw);
+#ifdef D2K_CPU_EMU
+  unsigned char* const sm = sm_raw;  // the emulation swizzles by row, whatever the address
+#else
+  unsigned char* const sm = sm_raw + ((1024 - (static_cast<u32>(__cvta_generic_to_shared(sm_raw)) & 1023)) & 1023);
+#endif
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
   constexpr int kThreads = 32 * NW, kSplit = 8 / NW;
   const int pair = blockIdx.x / kSplit, vbase = (blockIdx.x % kSplit) * 16 * NW;
@@ -545,25 +666,87 @@ __global__ void __launch_bounds__(32 * NW, 1)
   const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
   const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
 
+  // kTma (the default build): a stage arrives by seven tensor copies on the stage's mbarrier, issued by thread 0:
+  // q, k and v as two swizzled 64-column boxes each (swz), T with the prep's per-token factors in its rows' tails.
+  // The variants keep cp.async and toff's core-matrix layout (wgmma's descriptors read it).
+  constexpr bool kTma = !kFuseT && !kWgmma;
+  auto tix = [](int r, int c) { return kTma ? swz(r, c) : toff(r, c); };
+  unsigned char* const bars = sm + kWBar;  // stage s's mbarrier: bars + 8 s
+  if constexpr (kTma) {
+    if (tid == 0) {
+      mbar_init(bars, 1);
+      mbar_init(bars + 8, 1);
+    }
+    __syncthreads();
+  }
+  // The cp.async path: thread tid takes the tile chunks tid + kThreads j (tile_chunk), so for kThreads >= 128 its
+  // rows step by 8 kThreads / 128 and its column and shared offsets stay fixed, computed here once.
+  constexpr int kPer = 1024 / kThreads;                  // q, k or v chunks per thread
+  constexpr int kRowStep = kThreads >= 128 ? 8 * kThreads / 128 : 0;
+  int r0, c0;
+  tile_chunk(tid & 1023, r0, c0);
+  const int dst0 = toff(r0, c0);
+  const long col0 = static_cast<long>(h) * kDim + c0;
+  const int t_row = tid >> 3, t_col = (tid & 7) * 8;  // T: 8 chunks of 16 B per row, rows t_row + kThreads / 8 j
   auto load_stage = [&](int c, int s) {
     const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
     unsigned char* st = sm + s * kStageBytes;
-    for (int i = tid; i < 3 * 1024; i += kThreads) {
-      const int which = i >> 10;
-      int row, col;
-      tile_chunk(i & 1023, row, col);
-      const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col;
-      cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + toff(row, col), src, row < L);
+    if constexpr (kTma) {
+      // Rows past the sequence's end bring the next sequence's tokens (zeros past the tensor's end); the wait
+      // zeroes them.
+      if (tid == 0) {
+        unsigned char* bar = bars + 8 * s;
+        mbar_arrive_expect_tx(bar, 3 * kTileBytes + kChunk * kTRow * 2);
+        for (int half = 0; half < 2; ++half) {
+          tma_load_3d(st + kStQ + half * (kTileBytes / 2), mq, 64 * half, h, t0, bar);
+          tma_load_3d(st + kStK + half * (kTileBytes / 2), mk, 64 * half, h, t0, bar);
+          tma_load_3d(st + kStV + half * (kTileBytes / 2), mv, 64 * half, h, t0, bar);
+        }
+        tma_load_3d(st + kStT, mT, 0, h, t0, bar);
+      }
+      return;
     }
-    for (int i = tid; i < (kFuseT ? 0 : 512); i += kThreads) {
-      const int row = i >> 3, col = i & 7;
-      cp_async16(reinterpret_cast<bf16*>(st + kStT) + row * kTRowBf + col * 8,
-                 Tg + (static_cast<long>(t0 + imin(row, L - 1)) * H + h) * kChunk + col * 8, row < L);
+    if constexpr (kThreads >= 128) {
+      long src[kPer];
+      bool full[kPer];
+#pragma unroll
+      for (int m = 0; m < kPer; ++m) {
+        const int row = r0 + kRowStep * m;
+        src[m] = (t0 + imin(row, L - 1)) * rs + col0;
+        full[m] = row < L;
+      }
+#pragma unroll
+      for (int which = 0; which < 3; ++which) {
+        const bf16* base = which == 0 ? q : which == 1 ? k : v;
+        bf16* dst = reinterpret_cast<bf16*>(st + which * kTileBytes) + dst0;
+#pragma unroll
+        for (int m = 0; m < kPer; ++m) cp_async16(dst + 1024 * (kRowStep / 8) * m, base + src[m], full[m]);
+      }
+    } else {
+      for (int i = tid; i < 3 * 1024; i += kThreads) {
+        const int which = i >> 10;
+        int row, col;
+        tile_chunk(i & 1023, row, col);
+        const bf16* src = (which == 0 ? q : which == 1 ? k : v) + (t0 + imin(row, L - 1)) * rs + h * kDim + col;
+        cp_async16(reinterpret_cast<bf16*>(st + which * kTileBytes) + toff(row, col), src, row < L);
+      }
     }
-    for (int i = tid; i < 128; i += kThreads) {
-      const int row = i & 63;
-      const float* src = (i < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
-      cp_async4(reinterpret_cast<float*>(st + (i < 64 ? kStG : kStBeta)) + row, src, row < L);
+    if constexpr (!kFuseT) {
+#pragma unroll
+      for (int j = 0; j < 512 / kThreads; ++j) {
+        const int row = t_row + (kThreads / 8) * j;
+        cp_async16(reinterpret_cast<bf16*>(st + kStT) + row * kTRowBf + t_col,
+                   Tg + (static_cast<long>(t0 + imin(row, L - 1)) * H + h) * kTRow + t_col, row < L);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < (128 + kThreads - 1) / kThreads; ++j) {
+      const int i = tid + kThreads * j;
+      if (i < 128) {
+        const int row = i & 63;
+        const float* src = (i < 64 ? g : beta) + static_cast<long>(t0 + imin(row, L - 1)) * H + h;
+        cp_async4(reinterpret_cast<float*>(st + (i < 64 ? kStG : kStBeta)) + row, src, row < L);
+      }
     }
     cp_async_commit();
   };
@@ -573,20 +756,65 @@ __global__ void __launch_bounds__(32 * NW, 1)
     for (int e = 0; e < 4; ++e) ht[n][e] = 0.f;
 
   if (n_chunks > 0) load_stage(0, 0);
+  D2K_PH_DECL
   for (int c = 0; c < n_chunks; ++c) {
     const int s = c & 1;
     const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
-    cp_async_wait_all();
-    if constexpr (kWgmma) fence_proxy_async();
+    if constexpr (kTma) {
+      mbar_wait(bars + 8 * s, (c >> 1) & 1);
+      if (L < kChunk) {  // rows past the end: zeros (the products read whole tiles; a stale NaN would spread)
+        unsigned char* st = sm + s * kStageBytes;
+        const uint4 z{0u, 0u, 0u, 0u};
+        for (int i = tid; i < (kChunk - L) * 8; i += kThreads) {  // 8 chunks of 16 B per row and half
+          const int off = (L + (i >> 3)) * 128 + (i & 7) * 16;
+          for (int half = 0; half < 2; ++half)
+            for (int w = 0; w < 3; ++w) *reinterpret_cast<uint4*>(st + w * kTileBytes + half * 8192 + off) = z;
+        }
+        for (int i = tid; i < (kChunk - L) * 9; i += kThreads)
+          *reinterpret_cast<uint4*>(st + kStT + (L + i / 9) * kTRow * 2 + (i % 9) * 16) = z;
+      }
+    } else {
+      cp_async_wait_all();
+    }
+    D2K_PH(0);  // 0: the stage's own wait
+    // The async proxy (wgmma's reads; the bulk copies' next writes into these bytes) after this chunk's generic
+    // accesses: every thread fences before the barrier.
+    if constexpr (kWgmma || kTma) fence_proxy_async();
     __syncthreads();  // stage s has landed for every thread; the previous chunk is done with P, O and the factors
+    D2K_PH(1);  // 1: the barrier
     if (c + 1 < n_chunks) load_stage(c + 1, s ^ 1);
+    D2K_PH(2);  // 2: issuing the next stage
     const unsigned char* st = sm + s * kStageBytes;
     const bf16* Qs = reinterpret_cast<const bf16*>(st + kStQ);
     const bf16* Ks = reinterpret_cast<const bf16*>(st + kStK);
     const bf16* Vs = reinterpret_cast<const bf16*>(st + kStV);
     bf16* Ts = reinterpret_cast<bf16*>(sm + s * kStageBytes + kStT);
     const float* bs = reinterpret_cast<const float*>(st + kStBeta);
-    {
+    if constexpr (kTma) {
+      // Four threads per token t (warp w: t = 8w .. 8w + 7, then + 8 NW): q's norm here; G, beta and rk from the
+      // prep, in T's row tails (zeros past the end).
+      const float* tails = reinterpret_cast<const float*>(Ts + kChunk);  // row t: tails[t * kTRow / 2 + 0..2]
+      const float GC = tails[(L - 1) * (kTRow / 2)];
+      float* bw = reinterpret_cast<float*>(sm + s * kStageBytes + kStBeta);
+      for (int tb = warp; tb < 8; tb += NW) {
+        const int t = 8 * tb + (lane >> 2);
+        float sq = partial_sumsq<4, kTma>(Qs, t, 4 * (lane & 3));
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+        if ((lane & 3) == 0) {
+          const float4 f = *reinterpret_cast<const float4*>(tails + t * (kTRow / 2));  // G_t, beta_t, rk_t, 0
+          const float rqt = rsqrtf(sq + eps), egt = __expf(f.x);
+          Gc[t] = f.x;
+          fq[t] = scale * rqt;
+          rk[t] = f.z;
+          fy[t] = f.y * egt * f.z;
+          fo[t] = scale * egt * rqt;
+          fs[t] = __expf(GC - f.x) * f.z;
+          bw[t] = f.y;
+          if (t == 0) eC[0] = __expf(GC);
+        }
+      }
+    } else {
       // Four threads per token t (warp w: t = 8w .. 8w + 7, then + 8 NW); every warp scans the 64 log decays itself.
       float G_even, G_odd;
       warp_cumsum64(reinterpret_cast<const float*>(st + kStG), lane, G_even, G_odd);
@@ -612,7 +840,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
         }
       }
     }
+    D2K_PH(3);  // 3: the factors
     __syncthreads();
+    D2K_PH(4);  // 4: their barrier
 
     // P = scale (q.k) rq_t rk_i exp(G_t - G_i) for i <= t, in 8 tiles: tile p holds rows 16(p/2).., columns
     // 32(p%2).., and warp w computes tiles w, w + NW, ...
@@ -622,12 +852,12 @@ __global__ void __launch_bounds__(32 * NW, 1)
       if (8 * nb <= 16 * mt + 15) {
         for (int ks = 0; ks < 8; ++ks) {
           u32 a[4];
-          ldsm_x4(a, Qs + toff(16 * mt + a_row, 16 * ks + a_col));
+          ldsm_x4(a, Qs + tix(16 * mt + a_row, 16 * ks + a_col));
 #pragma unroll
           for (int np = 0; np < 2; ++np) {
             if (8 * nb + 16 * np > 16 * mt + 15) continue;  // both n-tiles above the diagonal: P is zero there
             u32 bb[4];
-            ldsm_x4(bb, Ks + toff(8 * nb + 16 * np + bn_row, 16 * ks + bn_col));
+            ldsm_x4(bb, Ks + tix(8 * nb + 16 * np + bn_row, 16 * ks + bn_col));
             mma_bf16(acc[2 * np], a, bb[0], bb[1]);
             mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
           }
@@ -644,6 +874,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
         }
     }
 
+    D2K_PH(5);  // 5: P
     if constexpr (kFuseT)
       build_T<kThreads>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs), reinterpret_cast<float*>(sm + kWTm),
                         reinterpret_cast<float*>(sm + kWRs), Ts, kTRowBf, L, true);
@@ -661,7 +892,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
         wgmma_fence();
         for (int j = 0; j < 4; ++j) {
           wgmma_m64n64k16(kh, a[j], kmajor_desc(Ks + toff(0, 16 * (kb + j))));
-          wgmma_m64n64k16(ot, a[j], kmajor_desc(Qs + toff(0, 16 * (kb + j))));
+          wgmma_m64n64k16(ot, a[j], kmajor_desc(Qs + tix(0, 16 * (kb + j))));
         }
         wgmma_commit_and_wait();
         for (int j = 0; j < 4; ++j) reg_fence(a[j]);
@@ -674,19 +905,20 @@ __global__ void __launch_bounds__(32 * NW, 1)
       acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
       for (int np = 0; np < 4; ++np) {
         u32 bk[4], bq[4];
-        ldsm_x4(bk, Ks + toff(16 * np + bn_row, 16 * ks + bn_col));
+        ldsm_x4(bk, Ks + tix(16 * np + bn_row, 16 * ks + bn_col));
         mma_bf16(kh[2 * np], a, bk[0], bk[1]);
         mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
-        ldsm_x4(bq, Qs + toff(16 * np + bn_row, 16 * ks + bn_col));
+        ldsm_x4(bq, Qs + tix(16 * np + bn_row, 16 * ks + bn_col));
         mma_bf16(ot[2 * np], a, bq[0], bq[1]);
         mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
       }
     }
 
+    D2K_PH(6);  // 6: S_0 K^T and S_0 Q^T (and build_T with kFuseT)
     // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
     for (int j = 0; j < 4; ++j) {
       u32 vt[4];
-      ldsm_x4_t(vt, Vs + toff(16 * j + bn_row, v0 + bn_col));
+      ldsm_x4_t(vt, Vs + tix(16 * j + bn_row, v0 + bn_col));
       for (int half = 0; half < 2; ++half) {
         const int n = 2 * j + half;
         const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
@@ -723,7 +955,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
       ot[n][2] *= f.x;
       ot[n][3] *= f.y;
     }
+    D2K_PH(7);  // 7: y, v_new, o's h_0 term
     __syncthreads();  // P complete
+    D2K_PH(8);  // 8: the barrier
 
     // o += v_new P^T: ot[v][t] += sum_i vn[v][i] P[t][i].
     for (int ks = 0; ks < 4; ++ks) {
@@ -754,13 +988,14 @@ __global__ void __launch_bounds__(32 * NW, 1)
         acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
         for (int np = 0; np < 8; ++np) {
           u32 bk[4];
-          ldsm_x4_t(bk, Ks + toff(16 * ks + a_row, 16 * np + a_col));
+          ldsm_x4_t(bk, Ks + tix(16 * ks + a_row, 16 * np + a_col));
           mma_bf16(ht[2 * np], a, bk[0], bk[1]);
           mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
         }
       }
     }
 
+    D2K_PH(9);  // 9: o += v_new P^T and the state update
     // o through shared memory ([t][v]) for 16-byte global stores.
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) {
@@ -773,7 +1008,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
       *reinterpret_cast<uint4*>(o + (t0 + row) * rs + h * kDim + col * 8) =
           *reinterpret_cast<const uint4*>(Os + row * kRowBf + col * 8);
     }
+    D2K_PH(10);  // 10: o staged, barrier, stored
   }
+  D2K_PH_END(n_chunks);
 }
 
 // ---------------------------------------------------------------- host side
@@ -785,15 +1022,45 @@ constexpr bool kFuse = true;
 constexpr bool kFuse = false;
 #endif
 
+// A 3-D tensor map over bf16 [d2][d1][d0] (row strides s1, s2 bytes), box b0 x 1 x b2, zeros outside.
+#ifndef D2K_CPU_EMU
+PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;  // fetched once, under g_scratch_mu
+#endif
+cudaError_t make_map(TmaMap* m, const void* base, std::uint64_t d0, std::uint64_t d1, std::uint64_t d2,
+                     std::uint64_t s1, std::uint64_t s2, unsigned b0, unsigned b2, bool swizzle128) {
+#ifdef D2K_CPU_EMU
+  *m = TmaMap{base, {d0, d1, d2}, {s1, s2}, {b0, 1, b2}, swizzle128};
+  return cudaSuccess;
+#else
+  if (g_encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult qr = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr);
+    if (e != cudaSuccess) return e;
+    if (qr != cudaDriverEntryPointSuccess || fn == nullptr) return cudaErrorNotSupported;
+    g_encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }
+  const cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
+  const cuuint32_t box[3] = {b0, 1, b2}, elem_strides[3] = {1, 1, 1};
+  const CUresult r = g_encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+#endif
+}
+
 template <int NW, bool F>
 cudaError_t launch_walk(dim3 grid, cudaStream_t stream, const bf16* q, const bf16* k, const bf16* v, const float* g,
                         const float* beta, const int* cu, const int* order, const bf16* Tg, bf16* o, int H,
-                        float scale, float eps) {
+                        float scale, float eps, const TmaMap& mq, const TmaMap& mk, const TmaMap& mv,
+                        const TmaMap& mT) {
   const int smem = F ? kWalkSmemFused : kWalkSmem;
   auto* kernel = walk_kernel<NW, F>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  D2K_LAUNCH(kernel, grid, dim3(32 * NW), smem, stream)(q, k, v, g, beta, cu, order, Tg, o, H, scale, eps);
+  D2K_LAUNCH(kernel, grid, dim3(32 * NW), smem, stream)(q, k, v, g, beta, cu, order, Tg, o, H, scale, eps, mq, mk,
+                                                        mv, mT);
   return cudaSuccess;
 }
 
@@ -829,7 +1096,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
 
   const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
-  const std::size_t t_bytes = kFuse ? 0 : static_cast<std::size_t>(T) * H * kChunk * sizeof(bf16);
+  const std::size_t t_bytes = kFuse ? 0 : static_cast<std::size_t>(T) * H * kTRow * sizeof(bf16);
   const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
 
   int device = 0;
@@ -870,18 +1137,29 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   bf16* o = static_cast<bf16*>(to.data);
   const int h = static_cast<int>(H);
 
-  // Split V over 2 or 4 CTAs per (sequence, head) only while every CTA still gets an SM of its own: few long
-  // chains (one 32k-token sequence of 32 heads) would otherwise leave most SMs idle.
+  // Split V over 2 or 4 CTAs per (sequence, head) only with very few chains (at most an eighth of the SMs): each
+  // split CTA still loads whole tiles and builds its own P and factors, and on the H100 (2026-12-05) one
+  // 32k-token sequence of 32 heads ran in 3.11 ms at split 1, 3.21 at split 2 and 4.67 at split 4.
   int sms = 0;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
   int split = 1;
-  while (split < 4 && B * H * split * 2 <= sms) split *= 2;
+  while (split < 4 && B * H * split * 8 <= sms) split *= 2;
 #ifdef D2K_SPLIT
   split = D2K_SPLIT;  // timing variants: force 1, 2 or 4
 #endif
   if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
     return err;
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
+  // The default walk's tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes.
+  TmaMap maps[4] = {};
+  if (!kFuse && !kWgmma) {
+    const std::uint64_t row = kDim * 2;
+    const bf16* qkv[3] = {q, k, v};
+    for (int i = 0; i < 3; ++i)
+      if ((err = make_map(&maps[i], qkv[i], kDim, H, T, row, row * H, 64, kChunk, true)) != cudaSuccess) return err;
+    if ((err = make_map(&maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, kTRow, kChunk, false)) != cudaSuccess)
+      return err;
+  }
   const int* order = tbl + 1 + 2 * n_slots;
 
   // D2K_ONLY_PREP / D2K_ONLY_WALK: timing variants for bench/profile_cuda_solution.py (wrong results). The table
@@ -894,7 +1172,45 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #endif
 #ifndef D2K_ONLY_PREP
   auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;
-  if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps)) != cudaSuccess) return err;
+#if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
+  {
+    static const unsigned long long zero[8 * kPhases] = {};
+    cudaMemcpyToSymbolAsync(g_phase_cycles, zero, sizeof zero, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_phase_steps, zero, 64, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_cta_ns, zero, 8, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_cta_chunks, zero, 8, 0, cudaMemcpyHostToDevice, stream);
+  }
+#endif
+  if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps, maps[0], maps[1], maps[2],
+                  maps[3])) != cudaSuccess)
+    return err;
+#if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
+  {
+    unsigned long long cyc[8][kPhases], steps[8], ns = 0, chunks = 0;
+    cudaStreamSynchronize(stream);
+    cudaMemcpyFromSymbol(cyc, g_phase_cycles, sizeof cyc);
+    cudaMemcpyFromSymbol(steps, g_phase_steps, sizeof steps);
+    cudaMemcpyFromSymbol(&ns, g_cta_ns, 8);
+    cudaMemcpyFromSymbol(&chunks, g_cta_chunks, 8);
+    // per phase: the mean over warps of cycles per chunk, then [the least, the most] of the warps' means
+    double total = 0;
+    std::fprintf(stderr, "phases split %d: cycles per warp-chunk, mean [min max over warps]:", split);
+    for (int i = 0; i < kPhases; ++i) {
+      double sum = 0, lo = 1e30, hi = 0;
+      int n = 0;
+      for (int w = 0; w < 8; ++w) {
+        if (steps[w] == 0) continue;
+        const double x = double(cyc[w][i]) / double(steps[w]);
+        sum += x, lo = x < lo ? x : lo, hi = x > hi ? x : hi, ++n;
+      }
+      const double mean = n ? sum / n : 0.0;
+      total += mean;
+      std::fprintf(stderr, " %d:%.0f[%.0f %.0f]", i, mean, n ? lo : 0.0, hi);
+    }
+    std::fprintf(stderr, " total:%.0f; CTA ns per chunk %.1f (%llu chunks)\n", total,
+                 chunks ? double(ns) / chunks : 0.0, chunks);
+  }
+#endif
 #endif
   err = cudaGetLastError();
   if (temporary) {
