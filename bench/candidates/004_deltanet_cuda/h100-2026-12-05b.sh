@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fifteenth session's device calls (2026-12-05, an H100 was lent): the GPU check, the walk's diagnosis and the
 # warm medians of every workload and V split, then `d2k eval`. Outputs: h100-2026-12-05b-*.txt (the diagnosis of the
-# code before any change, after the unrolled cp.async, and with TMA; the d2k eval summary).
+# code before any change, after the unrolled cp.async, and with TMA; the d2k eval summary). The sixth call, which the
+# tool ran on the H200 (h200-2026-12-05-d2k-eval.txt), was this script less the V splits, WGMMA and diagnose.sh.
 # Run from the repository root on the GPU machine (carry .deps): bash bench/candidates/004_deltanet_cuda/h100-2026-12-05b.sh
 cd "$(dirname "$0")/../../.." || exit 1
 c=bench/candidates/004_deltanet_cuda

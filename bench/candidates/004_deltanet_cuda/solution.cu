@@ -1,6 +1,7 @@
 // chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, TMA), written 2026-12-05, checked by the CPU
-// emulation (bench/cuda_emu, cpu-check.sh), on an H100 (gpu-check.sh) and by d2k eval on an H100 (2.18 ms on
-// qwen3_next_h32_16seq_64k, every workload passed; NOTES.md). Not yet run on the H200.
+// emulation (bench/cuda_emu, cpu-check.sh), on the GPU (gpu-check.sh) and by d2k eval on the H200 on 2026-12-05:
+// every workload passed; 2.084 ms on qwen3_next_h32_16seq_64k (Triton expert 4.194 ms), 24.4% of speed-of-light.
+// Figures per workload: NOTES.md.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
@@ -95,7 +96,8 @@ constexpr int kPrepThreads = 128;
 // T's fp32 blocks reuse the bytes of the k tile (dead once A is built): 42.5 KB, five CTAs per SM.
 constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kPGc = kPBeta + 256;
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
-constexpr int kPrepSmem = kPR + 3 * 16 * kRRow * 4;
+constexpr int kPBar = kPR + 3 * 16 * kRRow * 4;  // the k tile's mbarrier
+constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
@@ -463,7 +465,7 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
 // elements): rows t < L, and rows L..63 as zeros when zero_tail. As and Tm are fp32 64 x kFRow scratch (Tm may
 // alias Ks: Ks is dead once A is built), Rs three 16 x kRRow blocks. Every thread of the CTA (NT of them, NT >= 64)
 // calls it; it ends with a barrier.
-template <int NT>
+template <int NT, bool kSwz>  // kSwz: the k tile in swz's layout (the prep's tensor copies), else toff's
 __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
                         float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -472,12 +474,14 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
     float acc[8][4] = {};
     for (int ks = 0; ks < 8; ++ks) {
       u32 a[4];
-      ldsm_x4(a, Ks + toff(16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1), 16 * ks + 8 * (lane >> 4)));
+      const int ar = 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1), ac = 16 * ks + 8 * (lane >> 4);
+      ldsm_x4(a, Ks + (kSwz ? swz(ar, ac) : toff(ar, ac)));
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np > mt) continue;  // blocks above the diagonal stay zero
         u32 b[4];
-        ldsm_x4(b, Ks + toff(16 * np + (lane & 7) + 8 * (lane >> 4), 16 * ks + 8 * ((lane >> 3) & 1)));
+        const int br = 16 * np + (lane & 7) + 8 * (lane >> 4), bc = 16 * ks + 8 * ((lane >> 3) & 1);
+        ldsm_x4(b, Ks + (kSwz ? swz(br, bc) : toff(br, bc)));
         mma_bf16(acc[2 * np], a, b[0], b[1]);
         mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
       }
@@ -528,8 +532,14 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
 
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restrict__ k, const float* __restrict__ g,
                                                             const float* __restrict__ beta, const int* __restrict__ tbl,
-                                                            bf16* __restrict__ Tg, int H, float eps, int n_slots) {
-  D2K_DYN_SMEM(sm);
+                                                            bf16* __restrict__ Tg, int H, float eps, int n_slots,
+                                                            const __grid_constant__ TmaMap mk) {
+  D2K_DYN_SMEM(sm_raw);
+#ifdef D2K_CPU_EMU
+  unsigned char* const sm = sm_raw;
+#else
+  unsigned char* const sm = sm_raw + ((1024 - (static_cast<u32>(__cvta_generic_to_shared(sm_raw)) & 1023)) & 1023);
+#endif
   const int slot = blockIdx.x;
   if (slot >= tbl[0]) return;  // the whole CTA leaves together
   const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot], h = blockIdx.y;
@@ -542,12 +552,15 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   float* As = reinterpret_cast<float*>(sm + kPA);
   float* Tm = reinterpret_cast<float*>(sm + kPT);
   float* Rs = reinterpret_cast<float*>(sm + kPR);
-  const long rs = static_cast<long>(H) * kDim;
 
-  for (int i = tid; i < 1024; i += kPrepThreads) {
-    int row, col;
-    tile_chunk(i, row, col);
-    cp_async16(Ks + toff(row, col), k + (t0 + imin(row, L - 1)) * rs + h * kDim + col, row < L);
+  // The k tile by two tensor copies (cp.async of 16 KB per CTA, five CTAs per SM, waited on the load/store unit,
+  // as the walk did), g and beta by cp.async.
+  unsigned char* const bar = sm + kPBar;
+  if (tid == 0) {
+    mbar_init(bar, 1);
+    mbar_arrive_expect_tx(bar, kTileBytes);
+    tma_load_3d(Ks, mk, 0, h, t0, bar);
+    tma_load_3d(Ks + kTileBytes / 4, mk, 64, h, t0, bar);
   }
   {
     const int row = tid & 63;
@@ -556,10 +569,18 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   }
   cp_async_commit();
   cp_async_wait_all();
-  __syncthreads();
+  __syncthreads();  // the barrier's initialization is visible
+  mbar_wait(bar, 0);
+  if (L < kChunk) {  // rows past the end (the next sequence's tokens, or zeros past the tensor): zeros
+    for (int i = tid; i < (kChunk - L) * 8; i += kPrepThreads)
+      for (int half = 0; half < 2; ++half)
+        *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(Ks) + half * 8192 + (L + (i >> 3)) * 128 +
+                                  (i & 7) * 16) = uint4{0u, 0u, 0u, 0u};
+    __syncthreads();
+  }
 
   {
-    float ss = partial_sumsq<8>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
+    float ss = partial_sumsq<8, true>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
     if (warp == 0) {
@@ -572,7 +593,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   __syncthreads();
 
   bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
-  build_T<kPrepThreads>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false);
+  build_T<kPrepThreads, true>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false);
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
     *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
@@ -876,7 +897,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
 
     D2K_PH(5);  // 5: P
     if constexpr (kFuseT)
-      build_T<kThreads>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs), reinterpret_cast<float*>(sm + kWTm),
+      build_T<kThreads, false>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs), reinterpret_cast<float*>(sm + kWTm),
                         reinterpret_cast<float*>(sm + kWRs), Ts, kTRowBf, L, true);
 
     // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
@@ -1150,9 +1171,10 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
     return err;
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
-  // The default walk's tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes.
+  // Tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes (the prep reads k
+  // through maps[1]; the default walk all four).
   TmaMap maps[4] = {};
-  if (!kFuse && !kWgmma) {
+  if (!kFuse) {
     const std::uint64_t row = kDim * 2;
     const bf16* qkv[3] = {q, k, v};
     for (int i = 0; i < 3; ++i)
@@ -1168,7 +1190,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #ifndef D2K_ONLY_WALK
   if (!kFuse)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
-                                                                                     n_slots);
+                                                                                     n_slots, maps[1]);
 #endif
 #ifndef D2K_ONLY_PREP
   auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;
