@@ -376,7 +376,7 @@ inline void cp_async(void* dst, const void* src, std::size_t n, bool full) {
     std::memset(dst, 0, n);
 }
 
-// mbarrier with transaction counts (sm_90), as the bulk copies use it: a phase completes when its pending arrivals
+// mbarrier with transaction counts (sm_90), as the tensor copies use it: a phase completes when its pending arrivals
 // reach zero with no bytes outstanding; then the phase bit flips and the arrival count is rearmed. The state lives
 // beside the CTA's shared memory, keyed by the barrier's address (CTAs run one after another). A wait that does not
 // complete within 20 s aborts: on the GPU it would hang.
@@ -413,18 +413,6 @@ inline void mbar_arrive_expect_tx(const void* bar, unsigned bytes) {
   Mbarrier& m = mbar_get(bar);
   m.tx += bytes;
   --m.pending;
-  mbar_complete_if_done(m);
-}
-// cp.async.bulk global -> shared with complete_tx on bar: copies at once, then counts the bytes as landed.
-inline void bulk_copy(void* dst, const void* src, unsigned bytes, const void* bar) {
-  if ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) | bytes) & 15u) {
-    std::fprintf(stderr, "cuda_emu: cp.async.bulk needs 16-byte aligned addresses and sizes\n");
-    std::abort();
-  }
-  std::memcpy(dst, src, bytes);
-  std::lock_guard<std::mutex> lock(g_mbar_mu);
-  Mbarrier& m = mbar_get(bar);
-  m.tx -= bytes;
   mbar_complete_if_done(m);
 }
 // A tensor map as cp.async.bulk.tensor reads it, for 3-D tiles of 2-byte elements: the emulation's own form (the
