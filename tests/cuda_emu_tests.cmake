@@ -14,3 +14,11 @@ target_compile_options(d2k_cpu_check_004_variants PRIVATE -Wno-unknown-pragmas)
 target_include_directories(d2k_cpu_check_004_variants PRIVATE "${PROJECT_SOURCE_DIR}/include")
 target_link_libraries(d2k_cpu_check_004_variants PRIVATE Threads::Threads)
 add_test(NAME cuda_emu_candidate_004_variants COMMAND d2k_cpu_check_004_variants --quick)
+# The warp-specialized walk (D2K_WS): a producer warpgroup builds T, P and the factors a chunk ahead (named barriers,
+# mbarrier arrivals, three q/k slots); the split cases still take the default walk.
+add_executable(d2k_cpu_check_004_ws "${PROJECT_SOURCE_DIR}/bench/candidates/004_deltanet_cuda/cpu_check.cpp")
+target_compile_definitions(d2k_cpu_check_004_ws PRIVATE D2K_CPU_EMU D2K_WS)
+target_compile_options(d2k_cpu_check_004_ws PRIVATE -Wno-unknown-pragmas)
+target_include_directories(d2k_cpu_check_004_ws PRIVATE "${PROJECT_SOURCE_DIR}/include")
+target_link_libraries(d2k_cpu_check_004_ws PRIVATE Threads::Threads)
+add_test(NAME cuda_emu_candidate_004_ws COMMAND d2k_cpu_check_004_ws --quick)

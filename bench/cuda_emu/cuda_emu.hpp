@@ -119,6 +119,9 @@ struct Cta {
   std::barrier<>* bar = nullptr;
   std::vector<std::unique_ptr<Warp>> warps;
   unsigned char* smem = nullptr;
+  std::mutex named_mu;  // bar.sync id, n: one barrier per id, created by its first user
+  std::map<int, std::unique_ptr<std::barrier<>>> named;
+  std::map<int, unsigned> named_count;
 };
 
 inline thread_local dim3 t_thread, t_block;
@@ -196,6 +199,28 @@ Launcher<void(P...), P...> launcher(void (*k)(P...), dim3 grid, dim3 block, std:
 #define gridDim (emu::t_cta->grid)
 #define __syncthreads() (emu::t_cta->bar->arrive_and_wait())
 #define __syncwarp() (emu::warp().bar.arrive_and_wait())
+
+namespace emu {
+// bar.sync id, n (named barriers, warp-specialized kernels): the n threads that use id meet; a different count for
+// the same id is a kernel bug (undefined on the GPU), so it aborts here.
+inline void named_barrier(int id, unsigned n) {
+  Cta& c = *t_cta;
+  std::barrier<>* b = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.named_mu);
+    auto it = c.named.find(id);
+    if (it == c.named.end()) {
+      it = c.named.emplace(id, std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(n))).first;
+      c.named_count[id] = n;
+    } else if (c.named_count[id] != n) {
+      std::fprintf(stderr, "cuda_emu: bar.sync %d with %u threads, first used with %u\n", id, n, c.named_count[id]);
+      std::abort();
+    }
+    b = it->second.get();
+  }
+  b->arrive_and_wait();
+}
+}  // namespace emu
 
 inline float __shfl_xor_sync(unsigned, float v, int mask) {
   return emu::collective<float>(v, [&](unsigned l, auto get) { return get(l ^ unsigned(mask)); });
@@ -412,6 +437,16 @@ inline void mbar_arrive_expect_tx(const void* bar, unsigned bytes) {
   std::lock_guard<std::mutex> lock(g_mbar_mu);
   Mbarrier& m = mbar_get(bar);
   m.tx += bytes;
+  --m.pending;
+  mbar_complete_if_done(m);
+}
+inline void mbar_arrive(const void* bar) {
+  std::lock_guard<std::mutex> lock(g_mbar_mu);
+  Mbarrier& m = mbar_get(bar);
+  if (m.pending <= 0) {
+    std::fprintf(stderr, "cuda_emu: mbarrier arrival beyond its expected count\n");
+    std::abort();
+  }
   --m.pending;
   mbar_complete_if_done(m);
 }

@@ -289,6 +289,36 @@ __device__ __forceinline__ void cp_async_wait_all() {
       : "memory");
 #endif
 }
+// A plain arrival (no bytes), with release semantics: the arriving thread's writes before it are seen by a waiter.
+[[maybe_unused]] __device__ __forceinline__ void mbar_arrive(void* bar) {
+#ifdef D2K_CPU_EMU
+  emu::mbar_arrive(bar);
+#else
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+// bar.sync id, n: the n threads (whole warps) of one role meet, the others go on (id 0 is __syncthreads).
+[[maybe_unused]] __device__ __forceinline__ void named_bar(int id, int n) {
+#ifdef D2K_CPU_EMU
+  emu::named_barrier(id, static_cast<unsigned>(n));
+#else
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+#endif
+}
+// setmaxnreg: a warpgroup gives registers back (dec) or takes them (inc) from the CTA's pool; ptxas allocates the
+// code after it to that count. The counts of all warpgroups must sum to the launch's, or an inc waits forever.
+template <int N>
+[[maybe_unused]] __device__ __forceinline__ void setmaxnreg_dec() {
+#ifndef D2K_CPU_EMU
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N>
+[[maybe_unused]] __device__ __forceinline__ void setmaxnreg_inc() {
+#ifndef D2K_CPU_EMU
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
 [[maybe_unused]] __device__ __forceinline__ void mbar_wait(void* bar, u32 parity) {
 #ifdef D2K_CPU_EMU
   emu::mbar_wait_parity(bar, parity);
@@ -486,13 +516,13 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
 
 // T = (I + A)^-1 of one chunk, A = strictly_lower(beta_t rk_t rk_i exp(G_t - G_i) k_t.k_i), from the raw k tile Ks
 // (rows past L zero), beta, G and rk; written in bf16 with zeros above the diagonal to Tout (row stride out_stride
-// elements): rows t < L, and rows L..63 as zeros when zero_tail. As and Tm are fp32 64 x kFRow scratch (Tm may
-// alias Ks: Ks is dead once A is built), Rs three 16 x kRRow blocks. Every thread of the CTA (NT of them, NT >= 64)
-// calls it; it ends with a barrier.
-template <int NT, bool kSwz>  // kSwz: the k tile in swz's layout (the prep's tensor copies), else toff's
+// elements, or swz's layout of a 64 x 64 tile with kOutSwz): rows t < L, and rows L..63 as zeros when zero_tail. As
+// and Tm are fp32 64 x kFRow scratch (Tm may alias Ks: Ks is dead once A is built), Rs three 16 x kRRow blocks. NT
+// threads (NT >= 64; tid = 0 .. NT - 1 among them) call it, meeting at sync(); it ends with one.
+template <int NT, bool kSwz, bool kOutSwz = false, class Sync>  // kSwz: the k tile in swz's layout, else toff's
 __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
-                        float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+                        float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail, int tid, Sync sync) {
+  const int lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
   // A: warp w computes rows 16w..16w+15 (warps 4.. idle).
   for (int mt = warp; mt < 4; mt += NT / 32) {
     float acc[8][4] = {};
@@ -516,7 +546,7 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
         As[t * kFRow + i] = i < t ? acc[n][e] * bs[t] * rk[t] * rk[i] * __expf(Gc[t] - Gc[i]) : 0.f;
       }
   }
-  __syncthreads();
+  sync();
 
   // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
   if (tid < 64) {
@@ -533,10 +563,10 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
 #pragma unroll
     for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
   }
-  __syncthreads();
+  sync();
   for (int lev = 1; lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
     for (int j = warp; j < 4 - lev; j += NT / 32) offdiag_block(As, Tm, Rs + j * 16 * kRRow, j + lev, j, lane);
-    __syncthreads();
+    sync();
   }
 
   for (int i = tid; i < 512; i += NT) {
@@ -549,9 +579,9 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
       const bool live = row < L;
       w[e] = pack_bf16(live && c <= row ? tr[2 * e] : 0.f, live && c + 1 <= row ? tr[2 * e + 1] : 0.f);
     }
-    *reinterpret_cast<uint4*>(Tout + row * out_stride + c0) = uint4{w[0], w[1], w[2], w[3]};
+    *reinterpret_cast<uint4*>(Tout + (kOutSwz ? swz(row, c0) : row * out_stride + c0)) = uint4{w[0], w[1], w[2], w[3]};
   }
-  __syncthreads();
+  sync();
 }
 
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restrict__ k, const float* __restrict__ g,
@@ -610,7 +640,8 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
   __syncthreads();
 
   bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
-  build_T<kPrepThreads, true>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false);
+  build_T<kPrepThreads, true>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false, tid,
+                              [] { __syncthreads(); });
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
     *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
@@ -630,8 +661,9 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], cons
 // boundaries over its chunks; the host prints the mean cycles per (warp, chunk) of each phase after the walk.
 #if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
 constexpr int kPhases = 11;
-__device__ unsigned long long g_phase_cycles[8][kPhases];  // by warp of the CTA
-__device__ unsigned long long g_phase_steps[8];             // chunks summed, by warp
+constexpr int kPhWarps = 12;  // the warp-specialized walk's producer warps are 8-11
+__device__ unsigned long long g_phase_cycles[kPhWarps][kPhases];  // by warp of the CTA
+__device__ unsigned long long g_phase_steps[kPhWarps];             // chunks summed, by warp
 __device__ unsigned long long g_cta_ns;       // CTA wall time summed (globaltimer)
 __device__ unsigned long long g_cta_chunks;   // chunks summed over CTAs
 #define D2K_PH_DECL                     \
@@ -873,7 +905,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
     if constexpr (kFuseT)
       build_T<kThreads, false>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs),
                                reinterpret_cast<float*>(sm + kWTm), reinterpret_cast<float*>(sm + kWRs), Ts, kTRowBf,
-                               L, true);
+                               L, true, tid, [] { __syncthreads(); });
 
     // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
     float kh[8][4], ot[8][4];
@@ -1009,6 +1041,314 @@ __global__ void __launch_bounds__(32 * NW, 1)
   D2K_PH_END(n_chunks);
 }
 
+// ---------------------------------------------------------------- kernel 3b: the warp-specialized walk (D2K_WS)
+
+// P, T and the per-token factors do not depend on the state: a producer warpgroup (warps 8-11) builds them for
+// chunk c + 1 while the eight state warps (0-7) walk chunk c, so the prep kernel, T's round trip through HBM and
+// the walk's P and factor phases leave the state warps' step. Buffers: q and k in three slots (the producer reads
+// them a chunk ahead of the state warps), v in two, T, P and the factors in two; all mbarrier-driven.
+// Shared memory layout (bytes; tiles in swz's layout, T and P in its first 64-column half).
+constexpr int kQkBytes = 2 * kTileBytes;              // q, then k
+constexpr int kXQk = 0, kXV = 3 * kQkBytes;           // three q/k slots, two v slots
+constexpr int kHalfTile = kChunk * 64 * 2;            // 8192: T or P
+constexpr int kXBuf = kXV + 2 * kTileBytes;           // two buffers of T, P and the factors
+constexpr int kBT = 0, kBP = kHalfTile, kBF = 2 * kHalfTile;
+constexpr int kBufBytes = kBF + 8 * 256;              // factors: G, fq, rk, beta, fy, fo, fs (64 floats each), gamma_C
+constexpr int kXO = kXBuf + 2 * kBufBytes;            // per state warp: its 64 x 16 slice of o, staged
+constexpr int kXA = kXO + 8 * kChunk * 16 * 2;        // the producer's fp32 scratch of build_T: A, T, block products
+constexpr int kXT = kXA + kChunk * kFRow * 4, kXR = kXT + kChunk * kFRow * 4;
+constexpr int kXBar = kXR + 3 * 16 * kRRow * 4;       // mbarriers: q/k full x3, v full x2, ready x2, free x2
+constexpr int kWsSmem = kXBar + 128 + 1024;           // + room to align the base to 1024 bytes
+static_assert(kWsSmem <= 232448, "the warp-specialized walk must fit one SM's shared memory");
+static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0, "tensor copy boxes 1024-aligned");
+constexpr int kWsThreads = 384;
+// Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
+// with 2 kRegC + kRegP = 3 x 168.
+constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills; 224 / 56 spills in the producer
+static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
+constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
+
+__global__ void __launch_bounds__(kWsThreads, 1)
+    walk_ws_kernel(const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
+                   const int* __restrict__ order, bf16* __restrict__ o, int H, float scale, float eps,
+                   const __grid_constant__ TmaMap mq, const __grid_constant__ TmaMap mk,
+                   const __grid_constant__ TmaMap mv) {
+  D2K_DYN_SMEM(sm_raw);
+  unsigned char* const sm = align1024(sm_raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.x % H, b = order[blockIdx.x / H];
+  const int t_beg = cu[b], t_end = cu[b + 1];
+  const int n_chunks = (t_end - t_beg + kChunk - 1) / kChunk;
+  unsigned char* const bars = sm + kXBar;
+  auto qk_full = [&](int c) { return bars + 8 * (c % 3); };       // chunk c's q and k landed
+  auto v_full = [&](int c) { return bars + 24 + 8 * (c & 1); };   // chunk c's v landed
+  auto ready = [&](int c) { return bars + 40 + 8 * (c & 1); };    // chunk c's T, P, factors written (128 arrivals)
+  auto freed = [&](int c) { return bars + 56 + 8 * (c & 1); };    // the state warps are done with chunk c's buffer
+  auto issue_qk = [&](int c) {
+    unsigned char* st = sm + kXQk + (c % 3) * kQkBytes;
+    const int t0 = t_beg + c * kChunk;
+    mbar_arrive_expect_tx(qk_full(c), kQkBytes);
+    for (int half = 0; half < 2; ++half) {
+      tma_load_3d(st + half * (kTileBytes / 2), mq, 64 * half, h, t0, qk_full(c));
+      tma_load_3d(st + kTileBytes + half * (kTileBytes / 2), mk, 64 * half, h, t0, qk_full(c));
+    }
+  };
+  auto issue_v = [&](int c) {
+    unsigned char* st = sm + kXV + (c & 1) * kTileBytes;
+    mbar_arrive_expect_tx(v_full(c), kTileBytes);
+    for (int half = 0; half < 2; ++half)
+      tma_load_3d(st + half * (kTileBytes / 2), mv, 64 * half, h, t_beg + c * kChunk, v_full(c));
+  };
+  if (tid == 0) {
+    for (int i = 0; i < 5; ++i) mbar_init(bars + 8 * i, 1);
+    mbar_init(bars + 40, 128);
+    mbar_init(bars + 48, 128);
+    mbar_init(bars + 56, 1);
+    mbar_init(bars + 64, 1);
+  }
+  __syncthreads();  // the barriers' initialization is visible; no CTA-wide barrier after this
+  if (tid == 0) {
+    for (int c = 0; c < imin(3, n_chunks); ++c) issue_qk(c);
+    for (int c = 0; c < imin(2, n_chunks); ++c) issue_v(c);
+  }
+  auto factors = [&](int c) { return reinterpret_cast<float*>(sm + kXBuf + (c & 1) * kBufBytes + kBF); };
+  auto q_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXQk + (c % 3) * kQkBytes); };
+  auto v_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXV + (c & 1) * kTileBytes); };
+  auto t_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBT); };
+  auto p_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBP); };
+  const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+  const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
+  D2K_PH_DECL
+
+  if (warp >= 8) {
+    // ------------------------------------------------ producer: T, P and the factors of chunk c, a chunk ahead
+    setmaxnreg_dec<kRegP>();
+    const int ptid = tid - 256, pw = warp - 8;
+    // g (threads 0-63) and beta (64-127) of the next chunk's token ptid % 64, loaded an iteration early
+    auto load_gb = [&](int c) {
+      const int t0 = t_beg + c * kChunk, row = ptid & 63;
+      if (row >= imin(kChunk, t_end - t0)) return 0.f;
+      return (ptid < 64 ? g : beta)[static_cast<long>(t0 + row) * H + h];
+    };
+    float gb_next = n_chunks > 0 ? load_gb(0) : 0.f;
+    for (int c = 0; c < n_chunks; ++c) {
+      const int L = imin(kChunk, t_end - (t_beg + c * kChunk));
+      const float gb = gb_next;
+      if (c + 1 < n_chunks) gb_next = load_gb(c + 1);
+      float* F = factors(c);
+      float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
+      bf16* Qs = q_tile(c);
+      bf16* Ks = Qs + kTileBytes / 2;
+      mbar_wait(qk_full(c), (c / 3) & 1);
+      if (c >= 2) mbar_wait(freed(c), ((c >> 1) - 1) & 1);  // the state warps are done with chunk c - 2
+      D2K_PH(0);  // 0: waits
+      if (L < kChunk) {  // rows past the end: the next sequence's tokens (or zeros past the tensor's end)
+        mbar_wait(v_full(c), (c >> 1) & 1);
+        zero_swz_rows(reinterpret_cast<unsigned char*>(Qs), 2, L, ptid, 128);
+        zero_swz_rows(reinterpret_cast<unsigned char*>(v_tile(c)), 1, L, ptid, 128);
+      }
+      (ptid < 64 ? Gc : bs)[ptid & 63] = gb;
+      named_bar(kBarP, 128);
+      {
+        const int r = ptid >> 1, c8 = 8 * (ptid & 1);  // two threads per row
+        float sq = partial_sumsq<8, true>(Qs, r, c8), sk = partial_sumsq<8, true>(Ks, r, c8);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        sk += __shfl_xor_sync(0xffffffffu, sk, 1);
+        if ((ptid & 1) == 0) {
+          fq[r] = scale * rsqrtf(sq + eps);
+          rk[r] = r < L ? rsqrtf(sk + eps) : 0.f;  // zero past the end: no A, P or state term there
+        }
+        if (pw == 0) {
+          float G_even, G_odd;
+          warp_cumsum64(Gc, lane, G_even, G_odd);
+          Gc[2 * lane] = G_even;
+          Gc[2 * lane + 1] = G_odd;
+        }
+      }
+      named_bar(kBarP, 128);
+      if (ptid < 64) {
+        const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
+        fy[ptid] = bs[ptid] * egt * rk[ptid];
+        fo[ptid] = egt * fq[ptid];
+        fs[ptid] = __expf(GC - Gt) * rk[ptid];
+        if (ptid == 0) F[448] = __expf(GC);
+      }
+      D2K_PH(3);  // 3: norms, cumsum, factors
+      build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA), reinterpret_cast<float*>(sm + kXT),
+                               reinterpret_cast<float*>(sm + kXR), t_tile(c), 0, L, true, ptid,
+                               [] { named_bar(kBarP, 128); });
+      D2K_PH(6);  // 6: T
+      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t: the ten 16 x 16 blocks on or below the diagonal.
+      bf16* Ps = p_tile(c);
+      for (int blk = pw; blk < 10; blk += 4) {
+        const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
+        float acc[2][4] = {};
+        for (int ks = 0; ks < 8; ++ks) {
+          u32 a[4], bb[4];
+          ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
+          ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
+          mma_bf16(acc[0], a, bb[0], bb[1]);
+          mma_bf16(acc[1], a, bb[2], bb[3]);
+        }
+        for (int n = 0; n < 2; ++n)
+          for (int hi = 0; hi < 2; ++hi) {
+            const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
+            const float f = fq[t], Gt = Gc[t];
+            const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+            const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+          }
+      }
+      D2K_PH(5);  // 5: P
+      fence_proxy_async();  // the zeroed rows (generic writes) before the slot's next tensor copy
+      mbar_arrive(ready(c));
+    }
+    D2K_PH_END(n_chunks);
+    return;
+  }
+
+  // -------------------------------------------------- state warps: warp w owns rows [16w, 16w + 16) of S (V x K)
+  setmaxnreg_inc<kRegC>();
+  const long rs = static_cast<long>(H) * kDim;
+  const int v0 = 16 * warp;
+  bf16* Ow = reinterpret_cast<bf16*>(sm + kXO) + warp * kChunk * 16;  // [t][16], halves swapped when t & 4
+  float ht[16][4];  // S[v0 + gq (+8)][8n + 2tq (+1)], fp32
+  for (int n = 0; n < 16; ++n)
+    for (int e = 0; e < 4; ++e) ht[n][e] = 0.f;
+  for (int c = 0; c < n_chunks; ++c) {
+    const int t0 = t_beg + c * kChunk, L = imin(kChunk, t_end - t0);
+    const bf16* Qs = q_tile(c);
+    const bf16* Ks = Qs + kTileBytes / 2;
+    const bf16* Vs = v_tile(c);
+    const bf16* Ts = t_tile(c);
+    const bf16* Ps = p_tile(c);
+    const float* F = factors(c);
+    const float *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
+    mbar_wait(ready(c), (c >> 1) & 1);
+    mbar_wait(qk_full(c), (c / 3) & 1);  // complete already (the producer waited): the tensor copies' bytes seen
+    mbar_wait(v_full(c), (c >> 1) & 1);
+    D2K_PH(0);  // 0: waits
+
+    // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
+    float kh[8][4], ot[8][4];
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) kh[n][e] = ot[n][e] = 0.f;
+    for (int ks = 0; ks < 8; ++ks) {
+      u32 a[4];
+      acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
+      for (int np = 0; np < 4; ++np) {
+        u32 bk[4], bq[4];
+        ldsm_x4(bk, Ks + swz(16 * np + bn_row, 16 * ks + bn_col));
+        mma_bf16(kh[2 * np], a, bk[0], bk[1]);
+        mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
+        ldsm_x4(bq, Qs + swz(16 * np + bn_row, 16 * ks + bn_col));
+        mma_bf16(ot[2 * np], a, bq[0], bq[1]);
+        mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
+      }
+    }
+    D2K_PH(6);  // 6: S_0 K^T and S_0 Q^T
+    // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
+    for (int j = 0; j < 4; ++j) {
+      u32 vt[4];
+      ldsm_x4_t(vt, Vs + swz(16 * j + bn_row, v0 + bn_col));
+      for (int half = 0; half < 2; ++half) {
+        const int n = 2 * j + half;
+        const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
+        const float vv[4] = {bf_lo(lo), bf_hi(lo), bf_lo(hi), bf_hi(hi)};
+        const int t = 8 * n + 2 * tq;
+        const float2 fb = *reinterpret_cast<const float2*>(bs + t), fk = *reinterpret_cast<const float2*>(fy + t);
+        kh[n][0] = fb.x * vv[0] - fk.x * kh[n][0];
+        kh[n][1] = fb.y * vv[1] - fk.y * kh[n][1];
+        kh[n][2] = fb.x * vv[2] - fk.x * kh[n][2];
+        kh[n][3] = fb.y * vv[3] - fk.y * kh[n][3];
+      }
+    }
+    // v_new = T y: vn[v][t] = sum_t' y[v][t'] T[t][t'] (T lower triangular: skip the blocks above).
+    float vn[8][4];
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
+    for (int ks = 0; ks < 4; ++ks) {
+      u32 a[4];
+      acc_to_a(a, kh[2 * ks], kh[2 * ks + 1]);
+      for (int np = ks; np < 4; ++np) {
+        u32 bt[4];
+        ldsm_x4(bt, Ts + swz(16 * np + bn_row, 16 * ks + bn_col));
+        mma_bf16(vn[2 * np], a, bt[0], bt[1]);
+        mma_bf16(vn[2 * np + 1], a, bt[2], bt[3]);
+      }
+    }
+    // The output's h_0 term: scale gamma_t rq_t (S_0 q_t).
+    for (int n = 0; n < 8; ++n) {
+      const float2 f = *reinterpret_cast<const float2*>(fo + 8 * n + 2 * tq);
+      ot[n][0] *= f.x;
+      ot[n][1] *= f.y;
+      ot[n][2] *= f.x;
+      ot[n][3] *= f.y;
+    }
+    D2K_PH(7);  // 7: y, v_new, o's h_0 term
+    // o += v_new P^T: ot[v][t] += sum_i vn[v][i] P[t][i].
+    for (int ks = 0; ks < 4; ++ks) {
+      u32 a[4];
+      acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
+      for (int np = ks; np < 4; ++np) {
+        u32 bp[4];
+        ldsm_x4(bp, Ps + swz(16 * np + bn_row, 16 * ks + bn_col));
+        mma_bf16(ot[2 * np], a, bp[0], bp[1]);
+        mma_bf16(ot[2 * np + 1], a, bp[2], bp[3]);
+      }
+    }
+    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K: columns of vn scaled, then K through ldmatrix.trans.
+    {
+      const float decay = F[448];
+      for (int n = 0; n < 16; ++n)
+        for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
+      for (int n = 0; n < 8; ++n) {
+        const float2 f = *reinterpret_cast<const float2*>(fs + 8 * n + 2 * tq);
+        vn[n][0] *= f.x;
+        vn[n][1] *= f.y;
+        vn[n][2] *= f.x;
+        vn[n][3] *= f.y;
+      }
+      for (int ks = 0; ks < 4; ++ks) {
+        u32 a[4];
+        acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
+        for (int np = 0; np < 8; ++np) {
+          u32 bk[4];
+          ldsm_x4_t(bk, Ks + swz(16 * ks + a_row, 16 * np + a_col));
+          mma_bf16(ht[2 * np], a, bk[0], bk[1]);
+          mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
+        }
+      }
+    }
+    D2K_PH(9);  // 9: o += v_new P^T and the state update
+    // o: each warp stages its own 64 x 16 slice (halves swapped on rows with t & 4: no bank conflicts) and stores
+    // 32-byte row pieces, so no barrier across warps guards the staging.
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int t = 8 * n + 2 * tq + (e & 1), vv = gq + 8 * (e >> 1);
+        Ow[t * 16 + (vv ^ (((t >> 2) & 1) << 3))] = __float2bfloat16_rn(ot[n][e]);
+      }
+    __syncwarp();
+    // Every state warp is done with chunk c's slots and buffer: thread 0 frees the buffer for the producer and
+    // refills the slots (the async proxy's writes after this chunk's generic reads: each thread fences first).
+    fence_proxy_async();
+    named_bar(kBarC, 256);
+    if (tid == 0) {
+      mbar_arrive(freed(c));
+      if (c + 3 < n_chunks) issue_qk(c + 3);
+      if (c + 2 < n_chunks) issue_v(c + 2);
+    }
+    for (int i = lane; i < 2 * L; i += 32) {
+      const int row = i >> 1, half = i & 1;
+      *reinterpret_cast<uint4*>(o + (t0 + row) * rs + h * kDim + v0 + 8 * half) =
+          *reinterpret_cast<const uint4*>(Ow + row * 16 + 8 * (half ^ ((row >> 2) & 1)));
+    }
+    __syncwarp();  // the slice is read before the next chunk's writes
+    D2K_PH(10);  // 10: o staged and stored, the barrier
+  }
+  D2K_PH_END(n_chunks);
+}
+
 // ---------------------------------------------------------------- host side
 
 // D2K_FUSE_T: the walk builds T itself (no prep launch, no T in HBM), a variant to time against the prep.
@@ -1016,6 +1356,16 @@ __global__ void __launch_bounds__(32 * NW, 1)
 constexpr bool kFuse = true;
 #else
 constexpr bool kFuse = false;
+#endif
+// D2K_WS: the warp-specialized walk (a producer warpgroup builds T, P and the factors; no prep launch), used when
+// the V split is 1 (the split walks keep the prep).
+#ifdef D2K_WS
+#if defined(D2K_FUSE_T) || defined(D2K_WGMMA)
+#error "D2K_WS replaces the walk that D2K_FUSE_T and D2K_WGMMA vary"
+#endif
+constexpr bool kWsOn = true;
+#else
+constexpr bool kWsOn = false;
 #endif
 
 // A 3-D tensor map over bf16 [d2][d1][d0] (row strides s1, s2 bytes), box b0 x 1 x b2, zeros outside.
@@ -1101,13 +1451,24 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   const float scale = static_cast<float>(params[0].f), eps = static_cast<float>(params[1].f);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_);
 
-  const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
-  const std::size_t t_bytes = kFuse ? 0 : static_cast<std::size_t>(T) * H * kTRow * sizeof(bf16);
-  const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
-
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
+  // Split V over 2 or 4 CTAs per (sequence, head) only with very few chains (at most an eighth of the SMs): each
+  // split CTA still loads whole tiles and builds its own P and factors, and on the H100 (2026-12-05) one
+  // 32k-token sequence of 32 heads ran in 3.11 ms at split 1, 3.21 at split 2 and 4.67 at split 4.
+  int sms = 0;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  int split = 1;
+  while (split < 4 && B * H * split * 8 <= sms) split *= 2;
+#ifdef D2K_SPLIT
+  split = D2K_SPLIT;  // timing variants: force 1, 2 or 4
+#endif
+  const bool ws = kWsOn && split == 1;
+
+  const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
+  const std::size_t t_bytes = kFuse || ws ? 0 : static_cast<std::size_t>(T) * H * kTRow * sizeof(bf16);
+  const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
   std::lock_guard<std::mutex> lock(g_scratch_mu);
   void* buf = nullptr;
   bool temporary = false;
@@ -1143,16 +1504,6 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   bf16* o = static_cast<bf16*>(to.data);
   const int h = static_cast<int>(H);
 
-  // Split V over 2 or 4 CTAs per (sequence, head) only with very few chains (at most an eighth of the SMs): each
-  // split CTA still loads whole tiles and builds its own P and factors, and on the H100 (2026-12-05) one
-  // 32k-token sequence of 32 heads ran in 3.11 ms at split 1, 3.21 at split 2 and 4.67 at split 4.
-  int sms = 0;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  int split = 1;
-  while (split < 4 && B * H * split * 8 <= sms) split *= 2;
-#ifdef D2K_SPLIT
-  split = D2K_SPLIT;  // timing variants: force 1, 2 or 4
-#endif
   if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
     return err;
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
@@ -1160,7 +1511,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // through maps[1]; the default walk all four).
   const TmaMap* maps = g_maps.maps;
   if (!kFuse) {
-    const void* ptrs[4] = {q, k, v, Tg};
+    const void* ptrs[4] = {q, k, v, ws ? nullptr : Tg};  // the warp-specialized walk has no T in HBM
     bool same = g_maps.T == T && g_maps.H == H && g_maps.device == device;
     for (int i = 0; i < 4; ++i) same = same && g_maps.ptr[i] == ptrs[i];
     if (!same) {
@@ -1169,8 +1520,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
       for (int i = 0; i < 3; ++i)
         if ((err = make_map(&g_maps.maps[i], ptrs[i], kDim, H, T, row, row * H, 64, kChunk, true)) != cudaSuccess)
           return err;
-      if ((err = make_map(&g_maps.maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, kTRow, kChunk, false)) !=
-          cudaSuccess)
+      if (!ws && (err = make_map(&g_maps.maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, kTRow, kChunk,
+                                 false)) != cudaSuccess)
         return err;
       for (int i = 0; i < 4; ++i) g_maps.ptr[i] = ptrs[i];
       g_maps.T = T, g_maps.H = H, g_maps.device = device;
@@ -1182,7 +1533,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // (~13 us) runs in both, so the walk alone still walks the real order.
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
 #ifndef D2K_ONLY_WALK
-  if (!kFuse)
+  if (!kFuse && !ws)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
                                                                                      n_slots, maps[1]);
 #endif
@@ -1190,41 +1541,55 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;
 #if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
   {
-    static const unsigned long long zero[8 * kPhases] = {};
+    static const unsigned long long zero[kPhWarps * kPhases] = {};
     cudaMemcpyToSymbolAsync(g_phase_cycles, zero, sizeof zero, 0, cudaMemcpyHostToDevice, stream);
-    cudaMemcpyToSymbolAsync(g_phase_steps, zero, 64, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_phase_steps, zero, 8 * kPhWarps, 0, cudaMemcpyHostToDevice, stream);
     cudaMemcpyToSymbolAsync(g_cta_ns, zero, 8, 0, cudaMemcpyHostToDevice, stream);
     cudaMemcpyToSymbolAsync(g_cta_chunks, zero, 8, 0, cudaMemcpyHostToDevice, stream);
   }
 #endif
-  if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps, maps[0], maps[1], maps[2],
-                  maps[3])) != cudaSuccess)
+  if (ws) {
+    if ((err = cudaFuncSetAttribute(walk_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWsSmem)) !=
+        cudaSuccess)
+      return err;
+    D2K_LAUNCH(walk_ws_kernel, walk_grid, dim3(kWsThreads), kWsSmem, stream)(g, beta, cu, order, o, h, scale, eps,
+                                                                             maps[0], maps[1], maps[2]);
+  } else if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps, maps[0], maps[1],
+                         maps[2], maps[3])) != cudaSuccess) {
     return err;
+  }
 #if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
   {
-    unsigned long long cyc[8][kPhases], steps[8], ns = 0, chunks = 0;
+    unsigned long long cyc[kPhWarps][kPhases], steps[kPhWarps], ns = 0, chunks = 0;
     cudaStreamSynchronize(stream);
     cudaMemcpyFromSymbol(cyc, g_phase_cycles, sizeof cyc);
     cudaMemcpyFromSymbol(steps, g_phase_steps, sizeof steps);
     cudaMemcpyFromSymbol(&ns, g_cta_ns, 8);
     cudaMemcpyFromSymbol(&chunks, g_cta_chunks, 8);
-    // per phase: the mean over warps of cycles per chunk, then [the least, the most] of the warps' means
+    // per phase: the mean over warps of cycles per chunk, then [the least, the most] of the warps' means; the state
+    // warps (0-7) and, in the warp-specialized walk, the producer (8-11) apart
     double total = 0;
-    std::fprintf(stderr, "phases split %d: cycles per warp-chunk, mean [min max over warps]:", split);
-    for (int i = 0; i < kPhases; ++i) {
-      double sum = 0, lo = 1e30, hi = 0;
-      int n = 0;
-      for (int w = 0; w < 8; ++w) {
-        if (steps[w] == 0) continue;
-        const double x = double(cyc[w][i]) / double(steps[w]);
-        sum += x, lo = x < lo ? x : lo, hi = x > hi ? x : hi, ++n;
+    std::fprintf(stderr, "phases split %d ws %d: cycles per warp-chunk, mean [min max over warps]:", split, ws ? 1 : 0);
+    for (int role = 0; role < 2; ++role) {
+      const int w0 = role == 0 ? 0 : 8, w1 = role == 0 ? 8 : kPhWarps;
+      if (role == 1 && steps[8] == 0) break;
+      std::fprintf(stderr, role == 0 ? " state warps" : "; producer");
+      total = 0;
+      for (int i = 0; i < kPhases; ++i) {
+        double sum = 0, lo = 1e30, hi = 0;
+        int n = 0;
+        for (int w = w0; w < w1; ++w) {
+          if (steps[w] == 0) continue;
+          const double x = double(cyc[w][i]) / double(steps[w]);
+          sum += x, lo = x < lo ? x : lo, hi = x > hi ? x : hi, ++n;
+        }
+        const double mean = n ? sum / n : 0.0;
+        total += mean;
+        if (mean > 0) std::fprintf(stderr, " %d:%.0f[%.0f %.0f]", i, mean, n ? lo : 0.0, hi);
       }
-      const double mean = n ? sum / n : 0.0;
-      total += mean;
-      std::fprintf(stderr, " %d:%.0f[%.0f %.0f]", i, mean, n ? lo : 0.0, hi);
+      std::fprintf(stderr, " total:%.0f", total);
     }
-    std::fprintf(stderr, " total:%.0f; CTA ns per chunk %.1f (%llu chunks)\n", total,
-                 chunks ? double(ns) / chunks : 0.0, chunks);
+    std::fprintf(stderr, "; CTA ns per chunk %.1f (%llu chunks)\n", chunks ? double(ns) / chunks : 0.0, chunks);
   }
 #endif
 #endif
