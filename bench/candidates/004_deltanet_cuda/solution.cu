@@ -24,7 +24,9 @@
 //    very few (sequence, head) pairs (at most an eighth of the SMs), V is split over 2 or 4 CTAs of 4 or 2 warps.
 //    Variants to time (flags): -DD2K_FUSE_T, the walk builds each chunk's T itself and the prep is not launched;
 //    -DD2K_WGMMA, S_0 K^T and S_0 Q^T through wgmma per warpgroup (B operands read from shared memory once per 64 state
-//    rows instead of once per 16). Both keep the cp.async loads and a core-matrix tile layout.
+//    rows instead of once per 16). Both keep the cp.async loads and a core-matrix tile layout. -DD2K_WS, the
+//    warp-specialized walk (walk_ws_kernel): a fourth warpgroup builds T, P and the factors of chunk c + 1 while the
+//    state warps walk chunk c, so neither the prep launch nor T's round trip through HBM remains (V split 1 only).
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -518,10 +520,13 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
 // (rows past L zero), beta, G and rk; written in bf16 with zeros above the diagonal to Tout (row stride out_stride
 // elements, or swz's layout of a 64 x 64 tile with kOutSwz): rows t < L, and rows L..63 as zeros when zero_tail. As
 // and Tm are fp32 64 x kFRow scratch (Tm may alias Ks: Ks is dead once A is built), Rs three 16 x kRRow blocks. NT
-// threads (NT >= 64; tid = 0 .. NT - 1 among them) call it, meeting at sync(); it ends with one.
-template <int NT, bool kSwz, bool kOutSwz = false, class Sync>  // kSwz: the k tile in swz's layout, else toff's
+// threads (NT >= 64; tid = 0 .. NT - 1 among them) call it, meeting at sync(); it ends with one. side(phase, warp)
+// is other work for warps that would wait: phase 0 after a warp's rows of A (warp w has w + 1 blocks), phase 1 by
+// warps 2 .. during the forward substitution (warps 0 and 1).
+template <int NT, bool kSwz, bool kOutSwz = false, class Sync, class Side>  // kSwz: k in swz's layout, else toff's
 __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
-                        float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail, int tid, Sync sync) {
+                        float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail, int tid, Sync sync,
+                        Side side) {
   const int lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
   // A: warp w computes rows 16w..16w+15 (warps 4.. idle).
   for (int mt = warp; mt < 4; mt += NT / 32) {
@@ -546,6 +551,7 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
         As[t * kFRow + i] = i < t ? acc[n][e] * bs[t] * rk[t] * rk[i] * __expf(Gc[t] - Gc[i]) : 0.f;
       }
   }
+  side(0, warp);
   sync();
 
   // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
@@ -562,6 +568,8 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
     }
 #pragma unroll
     for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
+  } else {
+    side(1, warp);
   }
   sync();
   for (int lev = 1; lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
@@ -584,10 +592,10 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
   sync();
 }
 
-__global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restrict__ k, const float* __restrict__ g,
-                                                            const float* __restrict__ beta, const int* __restrict__ tbl,
-                                                            bf16* __restrict__ Tg, int H, float eps, int n_slots,
-                                                            const __grid_constant__ TmaMap mk) {
+// The k tile comes through mk (a tensor map over k).
+__global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restrict__ g, const float* __restrict__ beta,
+                                                            const int* __restrict__ tbl, bf16* __restrict__ Tg, int H,
+                                                            float eps, int n_slots, const __grid_constant__ TmaMap mk) {
   D2K_DYN_SMEM(sm_raw);
   unsigned char* const sm = align1024(sm_raw);
   const int slot = blockIdx.x;
@@ -641,7 +649,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const bf16* __restri
 
   bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
   build_T<kPrepThreads, true>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false, tid,
-                              [] { __syncthreads(); });
+                              [] { __syncthreads(); }, [](int, int) {});
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
     *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
@@ -905,7 +913,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
     if constexpr (kFuseT)
       build_T<kThreads, false>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kWAs),
                                reinterpret_cast<float*>(sm + kWTm), reinterpret_cast<float*>(sm + kWRs), Ts, kTRowBf,
-                               L, true, tid, [] { __syncthreads(); });
+                               L, true, tid, [] { __syncthreads(); }, [](int, int) {});
 
     // kh = S_0 K^T and ot = S_0 Q^T (both [v][t]), from the state fragments as A operands.
     float kh[8][4], ot[8][4];
@@ -1174,32 +1182,37 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         if (ptid == 0) F[448] = __expf(GC);
       }
       D2K_PH(3);  // 3: norms, cumsum, factors
+      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t, as build_T's side work: its ten 16 x 16 blocks on or below
+      // the diagonal go to the warps that would wait (phase 0, after A's rows: warps 0, 1, 2 take 3, 2, 1 blocks;
+      // phase 1, during the forward substitution: warps 2 and 3 take 2 each).
+      bf16* Ps = p_tile(c);
+      auto p_blocks = [&](int phase, int w) {
+        const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
+        const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
+        for (int blk = first; blk < last; ++blk) {
+          const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
+          float acc[2][4] = {};
+          for (int ks = 0; ks < 8; ++ks) {
+            u32 a[4], bb[4];
+            ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
+            ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
+            mma_bf16(acc[0], a, bb[0], bb[1]);
+            mma_bf16(acc[1], a, bb[2], bb[3]);
+          }
+          for (int n = 0; n < 2; ++n)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
+              const float f = fq[t], Gt = Gc[t];
+              const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+              const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+              *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+            }
+        }
+      };
       build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA), reinterpret_cast<float*>(sm + kXT),
                                reinterpret_cast<float*>(sm + kXR), t_tile(c), 0, L, true, ptid,
-                               [] { named_bar(kBarP, 128); });
-      D2K_PH(6);  // 6: T
-      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t: the ten 16 x 16 blocks on or below the diagonal.
-      bf16* Ps = p_tile(c);
-      for (int blk = pw; blk < 10; blk += 4) {
-        const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
-        float acc[2][4] = {};
-        for (int ks = 0; ks < 8; ++ks) {
-          u32 a[4], bb[4];
-          ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
-          ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
-          mma_bf16(acc[0], a, bb[0], bb[1]);
-          mma_bf16(acc[1], a, bb[2], bb[3]);
-        }
-        for (int n = 0; n < 2; ++n)
-          for (int hi = 0; hi < 2; ++hi) {
-            const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
-            const float f = fq[t], Gt = Gc[t];
-            const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-            const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
-            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
-          }
-      }
-      D2K_PH(5);  // 5: P
+                               [] { named_bar(kBarP, 128); }, p_blocks);
+      D2K_PH(6);  // 6: T and P
       fence_proxy_async();  // the zeroed rows (generic writes) before the slot's next tensor copy
       mbar_arrive(ready(c));
     }
@@ -1534,8 +1547,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
 #ifndef D2K_ONLY_WALK
   if (!kFuse && !ws)
-    D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(k, g, beta, tbl, Tg, h, eps,
-                                                                                     n_slots, maps[1]);
+    D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(g, beta, tbl, Tg, h, eps, n_slots,
+                                                                                     maps[1]);
 #endif
 #ifndef D2K_ONLY_PREP
   auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Device calls for the warp-specialized walk (D2K_WS, written 2026-12-05 in a session with no device lent; checked
+# only by the CPU emulation and ptxas so far). Each part fits one device call (10 minutes):
+#   part 1 (~5 min): ptxas registers, gpu-check.sh (18 builds: every variant and split, and D2K_WS), warm medians of
+#           the default walk and D2K_WS on the four timed workloads (same machine, same call), D2K_WS's phase clocks;
+#   part 2 (~4 min): `d2k eval` (every workload's correctness, cold timing) of the default and of a D2K_WS copy
+#           (bench/candidates/004_deltanet_cuda_ws, made here, never committed).
+# Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART 2>&1 | tail -60
+set -uo pipefail
+part=${1:-1}
+cd "$(dirname "$0")/../../.." || exit 1
+source bench/candidates/ablate-lib.sh
+task=tasks/004_chunked_gated_deltanet
+cand=bench/candidates/004_deltanet_cuda
+workloads=(qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k)
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+if [[ $part == 1 ]]; then
+  echo "== ptxas, D2K_WS (t=${SECONDS}s)"
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -Iinclude -DD2K_WS \
+    -Xptxas -v $cand/solution.cu -o /tmp/cand004ws.so 2>&1 | grep -A2 "properties for.*walk_ws" | grep -E "spill|Used"
+  echo "== gpu-check.sh (t=${SECONDS}s)"
+  bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
+  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
+  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  [[ -n ${OUT:-} ]] && cp /tmp/gpu-check.txt "$OUT/"
+  echo "== warm medians, default against D2K_WS (t=${SECONDS}s)"
+  for w in "${workloads[@]}"; do
+    run "cuda" "$cand" "$w"
+    run "cuda, WS" "$cand" "$w" D2K_WS
+  done
+  echo "== phase clocks, D2K_WS (t=${SECONDS}s)"
+  for w in qwen3_next_h32_16seq_64k qwen3_next_h32_1seq_32k; do
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_PHASES \
+      --define D2K_WS 2>&1 | grep -E "^phases|median|rror" | tail -2
+  done
+else
+  echo "== d2k eval, default and D2K_WS (t=${SECONDS}s)"
+  mkdir -p ${cand}_ws
+  { echo '#define D2K_WS'; cat $cand/solution.cu; } >${cand}_ws/solution.cu
+  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
+  GPU_DEADLINE=500 CANDIDATES='004_deltanet_cuda*' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -40
+fi
+echo "== done (t=${SECONDS}s)"
