@@ -344,15 +344,23 @@ inline void ldmatrix_x4(std::uint32_t* r, const void* p, bool trans) {
   std::memcpy(r, o.r, sizeof o.r);
 }
 
-// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 with A from registers and B from shared memory, K-major, no
-// swizzle: desc holds B's start (as an offset into the CTA's dynamic shared memory, >> 4) in bits 0-13, the byte
-// offset between core matrices along K (>> 4) in bits 16-29 and along N in bits 32-45. Each warp's 16 rows of D
-// depend only on its own A rows, so a warp-wide exchange of A suffices; D per warp in the mma C layout, one 16 x 8
-// block after another along N.
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 with A from registers and B from shared memory, K-major:
+// desc holds B's start (as an offset into the CTA's dynamic shared memory, >> 4) in bits 0-13, the byte offset
+// between core matrices along K (>> 4) in bits 16-29 and along N in bits 32-45, the layout in bits 62-63. No swizzle
+// (0): core matrices of 8 rows x 16 B. 128-byte swizzle (1): row n of B at start + (n / 8) * SBO + (n % 8) * 128, the
+// K elements contiguous, then address bits 4-6 XORed with bits 7-9 (the offsets count from the shared memory's base,
+// which the kernels align to 1024 B, so the pattern is the tensor copies'); the leading offset is unused. Each warp's
+// 16 rows of D depend only on its own A rows, so a warp-wide exchange of A suffices; D per warp in the mma C layout,
+// one 16 x 8 block after another along N.
 template <int N>
 void wgmma_m64nNk16_rs(float* d, const std::uint32_t* a, std::uint64_t desc) {
-  const unsigned char* base = t_cta->smem + ((desc & 0x3fff) << 4);
+  const std::size_t start = (desc & 0x3fff) << 4;
   const std::size_t lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
+  const unsigned layout = static_cast<unsigned>(desc >> 62);
+  if (layout != 0 && layout != 1) {
+    std::fprintf(stderr, "cuda_emu: wgmma descriptor layout %u not emulated\n", layout);
+    std::abort();
+  }
   struct In {
     std::uint32_t a[4];
   } in;
@@ -375,8 +383,15 @@ void wgmma_m64nNk16_rs(float* d, const std::uint32_t* a, std::uint64_t desc) {
       }
     }
     auto B = [&](int k, int n) {
+      std::size_t at;
+      if (layout == 0) {
+        at = start + (n / 8) * sbo + (k / 8) * lbo + (n % 8) * 16 + (k % 8) * 2;
+      } else {
+        at = start + (n / 8) * sbo + (n % 8) * 128 + k * 2;
+        at ^= ((at >> 7) & 7) << 4;
+      }
       std::uint16_t v;
-      std::memcpy(&v, base + (n / 8) * sbo + (k / 8) * lbo + (n % 8) * 16 + (k % 8) * 2, 2);
+      std::memcpy(&v, t_cta->smem + at, 2);
       return __bfloat162float({v});
     };
     const unsigned g = l >> 2, t = l & 3;

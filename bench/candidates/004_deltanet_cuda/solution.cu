@@ -64,6 +64,16 @@ constexpr bool kWgmma = true;
 #else
 constexpr bool kWgmma = false;
 #endif
+// D2K_WS_WGMMA (with D2K_WS): the warp-specialized walk's S_0 K^T and S_0 Q^T through wgmma, B read straight from
+// the tensor copies' swizzled tiles.
+#ifdef D2K_WS_WGMMA
+#ifndef D2K_WS
+#error "D2K_WS_WGMMA varies the walk of D2K_WS"
+#endif
+constexpr bool kWsWgmma = true;
+#else
+constexpr bool kWsWgmma = false;
+#endif
 constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
 constexpr int kRowBf = 136;        // bf16 per shared row of the output's 64 x 128 staging tile (272 B)
@@ -348,6 +358,19 @@ __device__ __forceinline__ std::uint64_t kmajor_desc(const bf16* p) {
   const std::uint64_t addr = smem_u32(p);
 #endif
   return ((addr >> 4) & 0x3fff) | (std::uint64_t(128 >> 4) << 16) | (std::uint64_t(2048 >> 4) << 32);
+}
+
+// The same for a K-major operand as the tensor copies leave it (swz: 128-byte rows, 8-row groups 1024 B apart, the
+// 128-byte swizzle), p at a k-step inside a 64-column half: its start moves by 32 B per 16 columns; the swizzle
+// follows the address bits, as the tensor copy's did, since the tiles are 1024-aligned.
+__device__ __forceinline__ std::uint64_t sw128_desc(const bf16* p) {
+#ifdef D2K_CPU_EMU
+  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
+#else
+  const std::uint64_t addr = smem_u32(p);
+#endif
+  return ((addr >> 4) & 0x3fff) | (std::uint64_t(1) << 16) | (std::uint64_t(1024 >> 4) << 32) |
+         (std::uint64_t(1) << 62);
 }
 
 // d (this warp's 16 rows x 64 columns of the warpgroup's 64 x 64 fp32 accumulator, mma C layout per 8-column block)
@@ -1072,7 +1095,7 @@ static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0, "te
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
-constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills; 224 / 56 spills in the producer
+constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA: 56 B)
 static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
 constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
 
@@ -1246,17 +1269,36 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float kh[8][4], ot[8][4];
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) kh[n][e] = ot[n][e] = 0.f;
-    for (int ks = 0; ks < 8; ++ks) {
-      u32 a[4];
-      acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
-      for (int np = 0; np < 4; ++np) {
-        u32 bk[4], bq[4];
-        ldsm_x4(bk, Ks + swz(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(kh[2 * np], a, bk[0], bk[1]);
-        mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
-        ldsm_x4(bq, Qs + swz(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(ot[2 * np], a, bq[0], bq[1]);
-        mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
+    if constexpr (kWsWgmma) {
+      // Per warpgroup (64 state rows), four k-steps per batch (their A fragments live until the wait); k-step ks
+      // starts at column 16 ks: half ks / 4 (4096 elements on), 32 B per step inside it.
+      for (int kb = 0; kb < 8; kb += 4) {
+        u32 a[4][4];
+        for (int j = 0; j < 4; ++j) acc_to_a(a[j], ht[2 * (kb + j)], ht[2 * (kb + j) + 1]);
+        wgmma_fence();
+        for (int j = 0; j < 4; ++j) {
+          const int off = ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16;
+          wgmma_m64n64k16(kh, a[j], sw128_desc(Ks + off));
+          wgmma_m64n64k16(ot, a[j], sw128_desc(Qs + off));
+        }
+        wgmma_commit_and_wait();
+        for (int j = 0; j < 4; ++j) reg_fence(a[j]);
+        reg_fence(kh);
+        reg_fence(ot);
+      }
+    } else {
+      for (int ks = 0; ks < 8; ++ks) {
+        u32 a[4];
+        acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
+        for (int np = 0; np < 4; ++np) {
+          u32 bk[4], bq[4];
+          ldsm_x4(bk, Ks + swz(16 * np + bn_row, 16 * ks + bn_col));
+          mma_bf16(kh[2 * np], a, bk[0], bk[1]);
+          mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
+          ldsm_x4(bq, Qs + swz(16 * np + bn_row, 16 * ks + bn_col));
+          mma_bf16(ot[2 * np], a, bq[0], bq[1]);
+          mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
+        }
       }
     }
     D2K_PH(6);  // 6: S_0 K^T and S_0 Q^T

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Device calls for the warp-specialized walk (D2K_WS, written 2026-12-05 in a session with no device lent; checked
 # only by the CPU emulation and ptxas so far). Each part fits one device call (10 minutes):
-#   part 1 (~5 min): ptxas registers, gpu-check.sh (18 builds: every variant and split, and D2K_WS), warm medians of
-#           the default walk and D2K_WS on the four timed workloads (same machine, same call), D2K_WS's phase clocks;
+#   part 1 (~6 min): ptxas registers, gpu-check.sh (19 builds: every variant and split, D2K_WS, D2K_WS with
+#           D2K_WS_WGMMA), warm medians of the default walk, D2K_WS and D2K_WS + D2K_WS_WGMMA on the four timed
+#           workloads (same machine, same call), the phase clocks of both D2K_WS forms;
 #   part 2 (~4 min): `d2k eval` (every workload's correctness, cold timing) of the default and of a D2K_WS copy
 #           (bench/candidates/004_deltanet_cuda_ws, made here, never committed).
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART 2>&1 | tail -60
@@ -27,11 +28,15 @@ if [[ $part == 1 ]]; then
   for w in "${workloads[@]}"; do
     run "cuda" "$cand" "$w"
     run "cuda, WS" "$cand" "$w" D2K_WS
+    run "cuda, WS WS_WGMMA" "$cand" "$w" D2K_WS D2K_WS_WGMMA
   done
   echo "== phase clocks, D2K_WS (t=${SECONDS}s)"
   for w in qwen3_next_h32_16seq_64k qwen3_next_h32_1seq_32k; do
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_PHASES \
-      --define D2K_WS 2>&1 | grep -E "^phases|median|rror" | tail -2
+    for extra in "" "--define D2K_WS_WGMMA"; do
+      # shellcheck disable=SC2086  # extra is zero or two words
+      timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_PHASES \
+        --define D2K_WS $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
+    done
   done
 else
   echo "== d2k eval, default and D2K_WS (t=${SECONDS}s)"
