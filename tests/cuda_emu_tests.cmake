@@ -22,9 +22,10 @@ target_compile_options(d2k_cpu_check_004_ws PRIVATE -Wno-unknown-pragmas)
 target_include_directories(d2k_cpu_check_004_ws PRIVATE "${PROJECT_SOURCE_DIR}/include")
 target_link_libraries(d2k_cpu_check_004_ws PRIVATE Threads::Threads)
 add_test(NAME cuda_emu_candidate_004_ws COMMAND d2k_cpu_check_004_ws --quick)
-# The same with its wgmma form (D2K_WS_WGMMA: B straight from the tensor copies' 128-byte-swizzled tiles).
+# The same with its wgmma forms (D2K_WS_WGMMA=2: S_0 K^T, S_0 Q^T and the state update, B straight from the tensor
+# copies' 128-byte-swizzled tiles, K-major and N-major).
 add_executable(d2k_cpu_check_004_ws_wgmma "${PROJECT_SOURCE_DIR}/bench/candidates/004_deltanet_cuda/cpu_check.cpp")
-target_compile_definitions(d2k_cpu_check_004_ws_wgmma PRIVATE D2K_CPU_EMU D2K_WS D2K_WS_WGMMA)
+target_compile_definitions(d2k_cpu_check_004_ws_wgmma PRIVATE D2K_CPU_EMU D2K_WS D2K_WS_WGMMA=2)
 target_compile_options(d2k_cpu_check_004_ws_wgmma PRIVATE -Wno-unknown-pragmas)
 target_include_directories(d2k_cpu_check_004_ws_wgmma PRIVATE "${PROJECT_SOURCE_DIR}/include")
 target_link_libraries(d2k_cpu_check_004_ws_wgmma PRIVATE Threads::Threads)

@@ -351,14 +351,16 @@ inline void ldmatrix_x4(std::uint32_t* r, const void* p, bool trans) {
 // K elements contiguous, then address bits 4-6 XORed with bits 7-9 (the offsets count from the shared memory's base,
 // which the kernels align to 1024 B, so the pattern is the tensor copies'); the leading offset is unused. Each warp's
 // 16 rows of D depend only on its own A rows, so a warp-wide exchange of A suffices; D per warp in the mma C layout,
-// one 16 x 8 block after another along N.
-template <int N>
+// one 16 x 8 block after another along N. kTransB (imm-trans-b = 1): B is N-major, 128-byte swizzle only (the PTX
+// ISA's canonical ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)) in elements): N runs along 128-byte rows, 64 elements per
+// row, the next 64 at LBO; K rows 128 B apart, groups of 8 rows SBO apart.
+template <int N, bool kTransB = false>
 void wgmma_m64nNk16_rs(float* d, const std::uint32_t* a, std::uint64_t desc) {
   const std::size_t start = (desc & 0x3fff) << 4;
   const std::size_t lbo = ((desc >> 16) & 0x3fff) << 4, sbo = ((desc >> 32) & 0x3fff) << 4;
   const unsigned layout = static_cast<unsigned>(desc >> 62);
-  if (layout != 0 && layout != 1) {
-    std::fprintf(stderr, "cuda_emu: wgmma descriptor layout %u not emulated\n", layout);
+  if ((layout != 0 && layout != 1) || (kTransB && layout != 1)) {
+    std::fprintf(stderr, "cuda_emu: wgmma descriptor layout %u%s not emulated\n", layout, kTransB ? " (N-major)" : "");
     std::abort();
   }
   struct In {
@@ -384,7 +386,10 @@ void wgmma_m64nNk16_rs(float* d, const std::uint32_t* a, std::uint64_t desc) {
     }
     auto B = [&](int k, int n) {
       std::size_t at;
-      if (layout == 0) {
+      if (kTransB) {
+        at = start + (n / 64) * lbo + (n % 64) * 2 + (k / 8) * sbo + (k % 8) * 128;
+        at ^= ((at >> 7) & 7) << 4;
+      } else if (layout == 0) {
         at = start + (n / 8) * sbo + (k / 8) * lbo + (n % 8) * 16 + (k % 8) * 2;
       } else {
         at = start + (n / 8) * sbo + (n % 8) * 128 + k * 2;

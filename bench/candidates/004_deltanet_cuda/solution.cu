@@ -65,14 +65,14 @@ constexpr bool kWgmma = true;
 constexpr bool kWgmma = false;
 #endif
 // D2K_WS_WGMMA (with D2K_WS): the warp-specialized walk's S_0 K^T and S_0 Q^T through wgmma, B read straight from
-// the tensor copies' swizzled tiles.
+// the tensor copies' swizzled tiles; D2K_WS_WGMMA=2: the state update (S += v_new' K, K N-major) too.
 #ifdef D2K_WS_WGMMA
 #ifndef D2K_WS
 #error "D2K_WS_WGMMA varies the walk of D2K_WS"
 #endif
-constexpr bool kWsWgmma = true;
+constexpr int kWsWgmma = D2K_WS_WGMMA + 0 == 0 ? 1 : D2K_WS_WGMMA + 0;
 #else
-constexpr bool kWsWgmma = false;
+constexpr int kWsWgmma = 0;
 #endif
 constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
@@ -394,6 +394,59 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const u32 (&a)
         "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+// The state update's product (S += v_new' K): this warp's 16 rows x 128 columns of a 64 x 128 fp32 accumulator (mma C
+// layout per 8-column block) += A B, A from registers, B (16 x 128) N-major in shared memory (imm-trans-b = 1).
+__device__ __forceinline__ void wgmma_m64n128k16_nmajor(float (&d)[16][4], const u32 (&a)[4], std::uint64_t desc_b) {
+#ifdef D2K_CPU_EMU
+  emu::wgmma_m64nNk16_rs<128, true>(&d[0][0], a, desc_b);
+#else
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+// Descriptor of an N-major operand as the tensor copies leave a 64 x 128 tile (swz): N (the 128 columns) along the
+// 128-byte rows, the second 64-column half 8192 B on (leading byte offset); K (the tile's rows) 128 B apart, 8-row
+// groups 1024 B apart (stride byte offset); 128-byte swizzle. p at row 16 j of the tile (1024-aligned: base offset 0).
+__device__ __forceinline__ std::uint64_t nmajor_sw128_desc(const bf16* p) {
+#ifdef D2K_CPU_EMU
+  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
+#else
+  const std::uint64_t addr = smem_u32(p);
+#endif
+  return ((addr >> 4) & 0x3fff) | (std::uint64_t(8192 >> 4) << 16) | (std::uint64_t(1024 >> 4) << 32) |
+         (std::uint64_t(1) << 62);
+}
+__device__ __forceinline__ void reg_fence(float (&d)[16][4]) {
+#ifndef D2K_CPU_EMU
+  for (int j = 0; j < 16; ++j)
+    asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])::"memory");
+#else
+  (void)d;
 #endif
 }
 __device__ __forceinline__ void wgmma_fence() {
@@ -1095,7 +1148,7 @@ static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0, "te
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
-constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA: 56 B)
+constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA=1: 56 B, =2: 40 B)
 static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
 constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
 
@@ -1269,7 +1322,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float kh[8][4], ot[8][4];
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) kh[n][e] = ot[n][e] = 0.f;
-    if constexpr (kWsWgmma) {
+    if constexpr (kWsWgmma >= 1) {
       // Per warpgroup (64 state rows), four k-steps per batch (their A fragments live until the wait); k-step ks
       // starts at column 16 ks: half ks / 4 (4096 elements on), 32 B per step inside it.
       for (int kb = 0; kb < 8; kb += 4) {
@@ -1364,14 +1417,25 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         vn[n][2] *= f.x;
         vn[n][3] *= f.y;
       }
-      for (int ks = 0; ks < 4; ++ks) {
-        u32 a[4];
-        acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
-        for (int np = 0; np < 8; ++np) {
-          u32 bk[4];
-          ldsm_x4_t(bk, Ks + swz(16 * ks + a_row, 16 * np + a_col));
-          mma_bf16(ht[2 * np], a, bk[0], bk[1]);
-          mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
+      if constexpr (kWsWgmma >= 2) {
+        // Per warpgroup: K read once (N-major B, 16 tokens per k-step), all four k-steps before one wait.
+        u32 a[4][4];
+        for (int ks = 0; ks < 4; ++ks) acc_to_a(a[ks], vn[2 * ks], vn[2 * ks + 1]);
+        wgmma_fence();
+        for (int ks = 0; ks < 4; ++ks) wgmma_m64n128k16_nmajor(ht, a[ks], nmajor_sw128_desc(Ks + ks * 16 * 64));
+        wgmma_commit_and_wait();
+        for (int ks = 0; ks < 4; ++ks) reg_fence(a[ks]);
+        reg_fence(ht);
+      } else {
+        for (int ks = 0; ks < 4; ++ks) {
+          u32 a[4];
+          acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
+          for (int np = 0; np < 8; ++np) {
+            u32 bk[4];
+            ldsm_x4_t(bk, Ks + swz(16 * ks + a_row, 16 * np + a_col));
+            mma_bf16(ht[2 * np], a, bk[0], bk[1]);
+            mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
+          }
         }
       }
     }

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Device calls for the warp-specialized walk (D2K_WS, written 2026-12-05 in a session with no device lent; checked
 # only by the CPU emulation and ptxas so far). Each part fits one device call (10 minutes):
-#   part 1 (~6 min): ptxas registers, gpu-check.sh (19 builds: every variant and split, D2K_WS, D2K_WS with
-#           D2K_WS_WGMMA), warm medians of the default walk, D2K_WS and D2K_WS + D2K_WS_WGMMA on the four timed
-#           workloads (same machine, same call), the phase clocks of both D2K_WS forms;
-#   part 2 (~4 min): `d2k eval` (every workload's correctness, cold timing) of the default and of a D2K_WS copy
-#           (bench/candidates/004_deltanet_cuda_ws, made here, never committed).
-# Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART 2>&1 | tail -60
+#   part 1 (~7 min): ptxas registers, gpu-check.sh (20 builds: every variant and split, D2K_WS, D2K_WS with
+#           D2K_WS_WGMMA=1 (S_0 products by wgmma) and =2 (the state update too)), warm medians of the default walk
+#           and the three D2K_WS forms on the four timed workloads (same machine, same call), their phase clocks;
+#   part 2 (~4 min): `d2k eval` (every workload's correctness, cold timing) of the default and of a copy with the
+#           defines given after the part (default: D2K_WS; e.g. `2 D2K_WS D2K_WS_WGMMA=2`, part 1's fastest form),
+#           bench/candidates/004_deltanet_cuda_ws, made here, never committed.
+# Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
+#   tail -60
 set -uo pipefail
 part=${1:-1}
+shift || true
+defines=("$@")
+((${#defines[@]})) || defines=(D2K_WS)
 cd "$(dirname "$0")/../../.." || exit 1
 source bench/candidates/ablate-lib.sh
 task=tasks/004_chunked_gated_deltanet
@@ -28,20 +33,21 @@ if [[ $part == 1 ]]; then
   for w in "${workloads[@]}"; do
     run "cuda" "$cand" "$w"
     run "cuda, WS" "$cand" "$w" D2K_WS
-    run "cuda, WS WS_WGMMA" "$cand" "$w" D2K_WS D2K_WS_WGMMA
+    run "cuda, WS WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_WGMMA=1
+    run "cuda, WS WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_WGMMA=2
   done
   echo "== phase clocks, D2K_WS (t=${SECONDS}s)"
   for w in qwen3_next_h32_16seq_64k qwen3_next_h32_1seq_32k; do
-    for extra in "" "--define D2K_WS_WGMMA"; do
+    for extra in "" "--define D2K_WS_WGMMA=1" "--define D2K_WS_WGMMA=2"; do
       # shellcheck disable=SC2086  # extra is zero or two words
       timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_PHASES \
         --define D2K_WS $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
     done
   done
 else
-  echo "== d2k eval, default and D2K_WS (t=${SECONDS}s)"
+  echo "== d2k eval, default and ${defines[*]} (t=${SECONDS}s)"
   mkdir -p ${cand}_ws
-  { echo '#define D2K_WS'; cat $cand/solution.cu; } >${cand}_ws/solution.cu
+  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
   sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
   GPU_DEADLINE=500 CANDIDATES='004_deltanet_cuda*' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
     SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -40
