@@ -741,6 +741,104 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&x0)[4], cons
   a[3] = pack_bf16(x1[2], x1[3]);
 }
 
+// The state warps' products of one chunk step, shared by walk_kernel and walk_ws_kernel. The tiles' layouts come as
+// functors: ix(row, column) is the element offset of a 64 x 128 q, k or v tile, tix of the 64 x 64 T or P tile.
+// ldmatrix.x4 lane offsets (row, column) into a tile indexed [row][column]: a_ for the A operand of an [m][k]
+// tile, and with .trans for two B operands (n-tiles) of a [k][n] tile; bn_ for two B operands of an [n][k] tile,
+// and with .trans for two accumulator-layout tiles of V^T.
+__device__ __forceinline__ int a_row_of(int lane) { return (lane & 7) + 8 * ((lane >> 3) & 1); }
+__device__ __forceinline__ int a_col_of(int lane) { return 8 * (lane >> 4); }
+__device__ __forceinline__ int bn_row_of(int lane) { return (lane & 7) + 8 * (lane >> 4); }
+__device__ __forceinline__ int bn_col_of(int lane) { return 8 * ((lane >> 3) & 1); }
+
+// kh += S_0 K^T and ot += S_0 Q^T (both [v][t]) on mma.sync, the state fragments ht as A operands.
+template <class Ix>
+__device__ __forceinline__ void s0_products(const float (&ht)[16][4], const bf16* Ks, const bf16* Qs, Ix ix,
+                                            float (&kh)[8][4], float (&ot)[8][4], int lane) {
+  const int bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
+  for (int ks = 0; ks < 8; ++ks) {
+    u32 a[4];
+    acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
+    for (int np = 0; np < 4; ++np) {
+      u32 bk[4], bq[4];
+      ldsm_x4(bk, Ks + ix(16 * np + bn_row, 16 * ks + bn_col));
+      mma_bf16(kh[2 * np], a, bk[0], bk[1]);
+      mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
+      ldsm_x4(bq, Qs + ix(16 * np + bn_row, 16 * ks + bn_col));
+      mma_bf16(ot[2 * np], a, bq[0], bq[1]);
+      mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
+    }
+  }
+}
+
+// y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V (columns v0 ..) arrives transposed through
+// ldmatrix.trans; fy = beta_t gamma_t rk_t.
+template <class Ix>
+__device__ __forceinline__ void y_from_v(float (&kh)[8][4], const bf16* Vs, Ix ix, int v0, const float* bs,
+                                         const float* fy, int lane) {
+  const int tq = lane & 3;
+  for (int j = 0; j < 4; ++j) {
+    u32 vt[4];
+    ldsm_x4_t(vt, Vs + ix(16 * j + bn_row_of(lane), v0 + bn_col_of(lane)));
+    for (int half = 0; half < 2; ++half) {
+      const int n = 2 * j + half;
+      const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
+      const float vv[4] = {bf_lo(lo), bf_hi(lo), bf_lo(hi), bf_hi(hi)};
+      const int t = 8 * n + 2 * tq;
+      const float2 fb = *reinterpret_cast<const float2*>(bs + t), fk = *reinterpret_cast<const float2*>(fy + t);
+      kh[n][0] = fb.x * vv[0] - fk.x * kh[n][0];
+      kh[n][1] = fb.y * vv[1] - fk.y * kh[n][1];
+      kh[n][2] = fb.x * vv[2] - fk.x * kh[n][2];
+      kh[n][3] = fb.y * vv[3] - fk.y * kh[n][3];
+    }
+  }
+}
+
+// acc[v][t] += sum_i x[v][i] M[t][i] for a lower-triangular 64 x 64 M (T or P; the blocks above are skipped).
+template <class Ix>
+__device__ __forceinline__ void tril_product(float (&acc)[8][4], const float (&x)[8][4], const bf16* M, Ix tix,
+                                             int lane) {
+  const int bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
+  for (int ks = 0; ks < 4; ++ks) {
+    u32 a[4];
+    acc_to_a(a, x[2 * ks], x[2 * ks + 1]);
+    for (int np = ks; np < 4; ++np) {
+      u32 b[4];
+      ldsm_x4(b, M + tix(16 * np + bn_row, 16 * ks + bn_col));
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// x[v][t] *= f[t] (per-token factors on the columns of an accumulator).
+__device__ __forceinline__ void scale_cols(float (&x)[8][4], const float* f, int lane) {
+  for (int n = 0; n < 8; ++n) {
+    const float2 c = *reinterpret_cast<const float2*>(f + 8 * n + 2 * (lane & 3));
+    x[n][0] *= c.x;
+    x[n][1] *= c.y;
+    x[n][2] *= c.x;
+    x[n][3] *= c.y;
+  }
+}
+
+// ht += vs K on mma.sync (vs: v_new with its columns scaled), K through ldmatrix.trans.
+template <class Ix>
+__device__ __forceinline__ void state_update(float (&ht)[16][4], const float (&vs)[8][4], const bf16* Ks, Ix ix,
+                                             int lane) {
+  const int a_row = a_row_of(lane), a_col = a_col_of(lane);
+  for (int ks = 0; ks < 4; ++ks) {
+    u32 a[4];
+    acc_to_a(a, vs[2 * ks], vs[2 * ks + 1]);
+    for (int np = 0; np < 8; ++np) {
+      u32 bk[4];
+      ldsm_x4_t(bk, Ks + ix(16 * ks + a_row, 16 * np + a_col));
+      mma_bf16(ht[2 * np], a, bk[0], bk[1]);
+      mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
+    }
+  }
+}
+
 // D2K_PHASES (a timing variant for diagnose.sh): every warp's lane 0 sums clock64 deltas between the walk's phase
 // boundaries over its chunks; the host prints the mean cycles per (warp, chunk) of each phase after the walk.
 #if defined(D2K_PHASES) && !defined(D2K_CPU_EMU)
@@ -810,17 +908,14 @@ __global__ void __launch_bounds__(32 * NW, 1)
   float* fo = reinterpret_cast<float*>(sm + kWFo);  // scale gamma_t rq_t
   float* fs = reinterpret_cast<float*>(sm + kWFs);  // gamma_C / gamma_t rk_t
   float* eC = reinterpret_cast<float*>(sm + kWEc);  // gamma_C
-  // ldmatrix.x4 lane offsets (row, column) into a tile indexed [row][column]: a_ for the A operand of an [m][k]
-  // tile, and with .trans for two B operands (n-tiles) of a [k][n] tile; bn_ for two B operands of an [n][k] tile,
-  // and with .trans for two accumulator-layout tiles of V^T.
-  const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
-  const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
+  const int a_row = a_row_of(lane), a_col = a_col_of(lane), bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
 
   // kTma (the default build): a stage arrives by seven tensor copies on the stage's mbarrier, issued by thread 0:
   // q, k and v as two swizzled 64-column boxes each (swz), T with the prep's per-token factors in its rows' tails.
   // The variants keep cp.async and toff's core-matrix layout (wgmma's descriptors read it).
   constexpr bool kTma = !kFuseT && !kWgmma;
   auto tix = [](int r, int c) { return kTma ? swz(r, c) : toff(r, c); };
+  auto trow = [](int r, int c) { return r * kTRowBf + c; };  // T and P: rows of 144 B
   unsigned char* const bars = sm + kWBar;  // stage s's mbarrier: bars + 8 s
   if constexpr (kTma) {
     if (tid == 0) {
@@ -1011,101 +1106,27 @@ __global__ void __launch_bounds__(32 * NW, 1)
         reg_fence(kh);
         reg_fence(ot);
       }
-    } else
-    for (int ks = 0; ks < 8; ++ks) {
-      u32 a[4];
-      acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
-      for (int np = 0; np < 4; ++np) {
-        u32 bk[4], bq[4];
-        ldsm_x4(bk, Ks + tix(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(kh[2 * np], a, bk[0], bk[1]);
-        mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
-        ldsm_x4(bq, Qs + tix(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(ot[2 * np], a, bq[0], bq[1]);
-        mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
-      }
+    } else {
+      s0_products(ht, Ks, Qs, tix, kh, ot, lane);
     }
 
     D2K_PH(6);  // 6: S_0 K^T and S_0 Q^T (and build_T with kFuseT)
-    // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
-    for (int j = 0; j < 4; ++j) {
-      u32 vt[4];
-      ldsm_x4_t(vt, Vs + tix(16 * j + bn_row, v0 + bn_col));
-      for (int half = 0; half < 2; ++half) {
-        const int n = 2 * j + half;
-        const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
-        const float vv[4] = {bf_lo(lo), bf_hi(lo), bf_lo(hi), bf_hi(hi)};
-        const int t = 8 * n + 2 * tq;
-        const float2 fb = *reinterpret_cast<const float2*>(bs + t), fk = *reinterpret_cast<const float2*>(fy + t);
-        kh[n][0] = fb.x * vv[0] - fk.x * kh[n][0];
-        kh[n][1] = fb.y * vv[1] - fk.y * kh[n][1];
-        kh[n][2] = fb.x * vv[2] - fk.x * kh[n][2];
-        kh[n][3] = fb.y * vv[3] - fk.y * kh[n][3];
-      }
-    }
-
-    // v_new = T y: vn[v][t] = sum_t' y[v][t'] T[t][t'] (T lower triangular: skip the blocks above).
-    float vn[8][4];
+    y_from_v(kh, Vs, tix, v0, bs, fy, lane);
+    float vn[8][4];  // v_new = T y
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
-    for (int ks = 0; ks < 4; ++ks) {
-      u32 a[4];
-      acc_to_a(a, kh[2 * ks], kh[2 * ks + 1]);
-      for (int np = ks; np < 4; ++np) {
-        u32 bt[4];
-        ldsm_x4(bt, Ts + (16 * np + bn_row) * kTRowBf + 16 * ks + bn_col);
-        mma_bf16(vn[2 * np], a, bt[0], bt[1]);
-        mma_bf16(vn[2 * np + 1], a, bt[2], bt[3]);
-      }
-    }
-
-    // The output's h_0 term: scale gamma_t rq_t (S_0 q_t).
-    for (int n = 0; n < 8; ++n) {
-      const float2 f = *reinterpret_cast<const float2*>(fo + 8 * n + 2 * tq);
-      ot[n][0] *= f.x;
-      ot[n][1] *= f.y;
-      ot[n][2] *= f.x;
-      ot[n][3] *= f.y;
-    }
+    tril_product(vn, kh, Ts, trow, lane);
+    scale_cols(ot, fo, lane);  // the output's h_0 term: scale gamma_t rq_t (S_0 q_t)
     D2K_PH(7);  // 7: y, v_new, o's h_0 term
     __syncthreads();  // P complete
     D2K_PH(8);  // 8: the barrier
-
-    // o += v_new P^T: ot[v][t] += sum_i vn[v][i] P[t][i].
-    for (int ks = 0; ks < 4; ++ks) {
-      u32 a[4];
-      acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
-      for (int np = ks; np < 4; ++np) {
-        u32 bp[4];
-        ldsm_x4(bp, Ps + (16 * np + bn_row) * kTRowBf + 16 * ks + bn_col);
-        mma_bf16(ot[2 * np], a, bp[0], bp[1]);
-        mma_bf16(ot[2 * np + 1], a, bp[2], bp[3]);
-      }
-    }
-
-    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K: columns of vn scaled, then K through ldmatrix.trans.
-    {
-      const float decay = eC[0];
-      for (int n = 0; n < 16; ++n)
-        for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
-      for (int n = 0; n < 8; ++n) {
-        const float2 f = *reinterpret_cast<const float2*>(fs + 8 * n + 2 * tq);
-        vn[n][0] *= f.x;
-        vn[n][1] *= f.y;
-        vn[n][2] *= f.x;
-        vn[n][3] *= f.y;
-      }
-      for (int ks = 0; ks < 4; ++ks) {
-        u32 a[4];
-        acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
-        for (int np = 0; np < 8; ++np) {
-          u32 bk[4];
-          ldsm_x4_t(bk, Ks + tix(16 * ks + a_row, 16 * np + a_col));
-          mma_bf16(ht[2 * np], a, bk[0], bk[1]);
-          mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
-        }
-      }
-    }
+    tril_product(ot, vn, Ps, trow, lane);  // o += v_new P^T
+    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K
+    const float decay = eC[0];
+    for (int n = 0; n < 16; ++n)
+      for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
+    scale_cols(vn, fs, lane);
+    state_update(ht, vn, Ks, tix, lane);
 
     D2K_PH(9);  // 9: o += v_new P^T and the state update
     // o through shared memory ([t][v]) for 16-byte global stores.
@@ -1148,7 +1169,7 @@ static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0, "te
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
-constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA=1: 56 B, =2: 40 B)
+constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA=1: 72 B, =2: 40 B)
 static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
 constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
 
@@ -1200,8 +1221,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   auto v_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXV + (c & 1) * kTileBytes); };
   auto t_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBT); };
   auto p_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBP); };
-  const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
-  const int bn_row = (lane & 7) + 8 * (lane >> 4), bn_col = 8 * ((lane >> 3) & 1);
+  const int a_row = a_row_of(lane), a_col = a_col_of(lane), bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
+  auto sw = [](int r, int c) { return swz(r, c); };
   D2K_PH_DECL
 
   if (warp >= 8) {
@@ -1340,104 +1361,33 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         reg_fence(ot);
       }
     } else {
-      for (int ks = 0; ks < 8; ++ks) {
-        u32 a[4];
-        acc_to_a(a, ht[2 * ks], ht[2 * ks + 1]);
-        for (int np = 0; np < 4; ++np) {
-          u32 bk[4], bq[4];
-          ldsm_x4(bk, Ks + swz(16 * np + bn_row, 16 * ks + bn_col));
-          mma_bf16(kh[2 * np], a, bk[0], bk[1]);
-          mma_bf16(kh[2 * np + 1], a, bk[2], bk[3]);
-          ldsm_x4(bq, Qs + swz(16 * np + bn_row, 16 * ks + bn_col));
-          mma_bf16(ot[2 * np], a, bq[0], bq[1]);
-          mma_bf16(ot[2 * np + 1], a, bq[2], bq[3]);
-        }
-      }
+      s0_products(ht, Ks, Qs, sw, kh, ot, lane);
     }
     D2K_PH(6);  // 6: S_0 K^T and S_0 Q^T
-    // y = beta_t (v_t - gamma_t rk_t kh_t), in place of kh ([v][t]); V arrives transposed through ldmatrix.trans.
-    for (int j = 0; j < 4; ++j) {
-      u32 vt[4];
-      ldsm_x4_t(vt, Vs + swz(16 * j + bn_row, v0 + bn_col));
-      for (int half = 0; half < 2; ++half) {
-        const int n = 2 * j + half;
-        const u32 lo = vt[2 * half], hi = vt[2 * half + 1];  // rows gq and gq + 8
-        const float vv[4] = {bf_lo(lo), bf_hi(lo), bf_lo(hi), bf_hi(hi)};
-        const int t = 8 * n + 2 * tq;
-        const float2 fb = *reinterpret_cast<const float2*>(bs + t), fk = *reinterpret_cast<const float2*>(fy + t);
-        kh[n][0] = fb.x * vv[0] - fk.x * kh[n][0];
-        kh[n][1] = fb.y * vv[1] - fk.y * kh[n][1];
-        kh[n][2] = fb.x * vv[2] - fk.x * kh[n][2];
-        kh[n][3] = fb.y * vv[3] - fk.y * kh[n][3];
-      }
-    }
-    // v_new = T y: vn[v][t] = sum_t' y[v][t'] T[t][t'] (T lower triangular: skip the blocks above).
-    float vn[8][4];
+    y_from_v(kh, Vs, sw, v0, bs, fy, lane);
+    float vn[8][4];  // v_new = T y
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
-    for (int ks = 0; ks < 4; ++ks) {
-      u32 a[4];
-      acc_to_a(a, kh[2 * ks], kh[2 * ks + 1]);
-      for (int np = ks; np < 4; ++np) {
-        u32 bt[4];
-        ldsm_x4(bt, Ts + swz(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(vn[2 * np], a, bt[0], bt[1]);
-        mma_bf16(vn[2 * np + 1], a, bt[2], bt[3]);
-      }
-    }
-    // The output's h_0 term: scale gamma_t rq_t (S_0 q_t).
-    for (int n = 0; n < 8; ++n) {
-      const float2 f = *reinterpret_cast<const float2*>(fo + 8 * n + 2 * tq);
-      ot[n][0] *= f.x;
-      ot[n][1] *= f.y;
-      ot[n][2] *= f.x;
-      ot[n][3] *= f.y;
-    }
+    tril_product(vn, kh, Ts, sw, lane);
+    scale_cols(ot, fo, lane);  // the output's h_0 term: scale gamma_t rq_t (S_0 q_t)
     D2K_PH(7);  // 7: y, v_new, o's h_0 term
-    // o += v_new P^T: ot[v][t] += sum_i vn[v][i] P[t][i].
-    for (int ks = 0; ks < 4; ++ks) {
-      u32 a[4];
-      acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
-      for (int np = ks; np < 4; ++np) {
-        u32 bp[4];
-        ldsm_x4(bp, Ps + swz(16 * np + bn_row, 16 * ks + bn_col));
-        mma_bf16(ot[2 * np], a, bp[0], bp[1]);
-        mma_bf16(ot[2 * np + 1], a, bp[2], bp[3]);
-      }
-    }
-    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K: columns of vn scaled, then K through ldmatrix.trans.
-    {
-      const float decay = F[448];
-      for (int n = 0; n < 16; ++n)
-        for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
-      for (int n = 0; n < 8; ++n) {
-        const float2 f = *reinterpret_cast<const float2*>(fs + 8 * n + 2 * tq);
-        vn[n][0] *= f.x;
-        vn[n][1] *= f.y;
-        vn[n][2] *= f.x;
-        vn[n][3] *= f.y;
-      }
-      if constexpr (kWsWgmma >= 2) {
-        // Per warpgroup: K read once (N-major B, 16 tokens per k-step), all four k-steps before one wait.
-        u32 a[4][4];
-        for (int ks = 0; ks < 4; ++ks) acc_to_a(a[ks], vn[2 * ks], vn[2 * ks + 1]);
-        wgmma_fence();
-        for (int ks = 0; ks < 4; ++ks) wgmma_m64n128k16_nmajor(ht, a[ks], nmajor_sw128_desc(Ks + ks * 16 * 64));
-        wgmma_commit_and_wait();
-        for (int ks = 0; ks < 4; ++ks) reg_fence(a[ks]);
-        reg_fence(ht);
-      } else {
-        for (int ks = 0; ks < 4; ++ks) {
-          u32 a[4];
-          acc_to_a(a, vn[2 * ks], vn[2 * ks + 1]);
-          for (int np = 0; np < 8; ++np) {
-            u32 bk[4];
-            ldsm_x4_t(bk, Ks + swz(16 * ks + a_row, 16 * np + a_col));
-            mma_bf16(ht[2 * np], a, bk[0], bk[1]);
-            mma_bf16(ht[2 * np + 1], a, bk[2], bk[3]);
-          }
-        }
-      }
+    tril_product(ot, vn, Ps, sw, lane);  // o += v_new P^T
+    // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K
+    const float decay = F[448];
+    for (int n = 0; n < 16; ++n)
+      for (int e = 0; e < 4; ++e) ht[n][e] *= decay;
+    scale_cols(vn, fs, lane);
+    if constexpr (kWsWgmma >= 2) {
+      // Per warpgroup: K read once (N-major B, 16 tokens per k-step), all four k-steps before one wait.
+      u32 a[4][4];
+      for (int ks = 0; ks < 4; ++ks) acc_to_a(a[ks], vn[2 * ks], vn[2 * ks + 1]);
+      wgmma_fence();
+      for (int ks = 0; ks < 4; ++ks) wgmma_m64n128k16_nmajor(ht, a[ks], nmajor_sw128_desc(Ks + ks * 16 * 64));
+      wgmma_commit_and_wait();
+      for (int ks = 0; ks < 4; ++ks) reg_fence(a[ks]);
+      reg_fence(ht);
+    } else {
+      state_update(ht, vn, Ks, sw, lane);
     }
     D2K_PH(9);  // 9: o += v_new P^T and the state update
     // o: each warp stages its own 64 x 16 slice (halves swapped on rows with t & 4: no bank conflicts) and stores
