@@ -74,6 +74,16 @@ constexpr int kWsWgmma = D2K_WS_WGMMA + 0 == 0 ? 1 : D2K_WS_WGMMA + 0;
 #else
 constexpr int kWsWgmma = 0;
 #endif
+// D2K_WS_PREP (with D2K_WS): the warp-specialized walk reads T from the prep kernel (through the q/k slots' tensor
+// copies) instead of building it in its producer warpgroup, which then makes only P and the factors.
+#ifdef D2K_WS_PREP
+#ifndef D2K_WS
+#error "D2K_WS_PREP varies the walk of D2K_WS"
+#endif
+constexpr bool kWsPrepT = true;
+#else
+constexpr bool kWsPrepT = false;
+#endif
 constexpr int kMaxRanked = 1024;  // sequences ranked by length for the walk's order (more: batch order)
 constexpr int kDim = 128;          // K = V
 constexpr int kRowBf = 136;        // bf16 per shared row of the output's 64 x 128 staging tile (272 B)
@@ -1153,19 +1163,20 @@ __global__ void __launch_bounds__(32 * NW, 1)
 // the walk's P and factor phases leave the state warps' step. Buffers: q and k in three slots (the producer reads
 // them a chunk ahead of the state warps), v in two, T, P and the factors in two; all mbarrier-driven.
 // Shared memory layout (bytes; tiles in swz's layout, T and P in its first 64-column half).
-constexpr int kQkBytes = 2 * kTileBytes;              // q, then k
-constexpr int kXQk = 0, kXV = 3 * kQkBytes;           // three q/k slots, two v slots
 constexpr int kHalfTile = kChunk * 64 * 2;            // 8192: T or P
-constexpr int kXBuf = kXV + 2 * kTileBytes;           // two buffers of T, P and the factors
-constexpr int kBT = 0, kBP = kHalfTile, kBF = 2 * kHalfTile;
+constexpr int kQkBytes = 2 * kTileBytes + (kWsPrepT ? kHalfTile : 0);  // q, then k (then the prep's T)
+constexpr int kXQk = 0, kXV = 3 * kQkBytes;           // three q/k slots, two v slots
+constexpr int kXBuf = kXV + 2 * kTileBytes;           // two buffers of (T,) P and the factors
+constexpr int kBT = 0, kBP = kWsPrepT ? 0 : kHalfTile, kBF = kBP + kHalfTile;
 constexpr int kBufBytes = kBF + 8 * 256;              // factors: G, fq, rk, beta, fy, fo, fs (64 floats each), gamma_C
 constexpr int kXO = kXBuf + 2 * kBufBytes;            // per state warp: its 64 x 16 slice of o, staged
 constexpr int kXA = kXO + 8 * kChunk * 16 * 2;        // the producer's fp32 scratch of build_T: A, T, block products
 constexpr int kXT = kXA + kChunk * kFRow * 4, kXR = kXT + kChunk * kFRow * 4;
-constexpr int kXBar = kXR + 3 * 16 * kRRow * 4;       // mbarriers: q/k full x3, v full x2, ready x2, free x2
+constexpr int kXBar = kWsPrepT ? kXA : kXR + 3 * 16 * kRRow * 4;  // mbarriers: q/k full x3, v full x2, ready x2, free x2
 constexpr int kWsSmem = kXBar + 128 + 1024;           // + room to align the base to 1024 bytes
 static_assert(kWsSmem <= 232448, "the warp-specialized walk must fit one SM's shared memory");
-static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0, "tensor copy boxes 1024-aligned");
+static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0 && kQkBytes % 1024 == 0,
+              "tensor copy boxes 1024-aligned");
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
@@ -1177,7 +1188,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     walk_ws_kernel(const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
                    const int* __restrict__ order, bf16* __restrict__ o, int H, float scale, float eps,
                    const __grid_constant__ TmaMap mq, const __grid_constant__ TmaMap mk,
-                   const __grid_constant__ TmaMap mv) {
+                   const __grid_constant__ TmaMap mv, const __grid_constant__ TmaMap mT) {
   D2K_DYN_SMEM(sm_raw);
   unsigned char* const sm = align1024(sm_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -1197,6 +1208,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       tma_load_3d(st + half * (kTileBytes / 2), mq, 64 * half, h, t0, qk_full(c));
       tma_load_3d(st + kTileBytes + half * (kTileBytes / 2), mk, 64 * half, h, t0, qk_full(c));
     }
+    if constexpr (kWsPrepT) tma_load_3d(st + 2 * kTileBytes, mT, 0, h, t0, qk_full(c));  // T's 64 columns
   };
   auto issue_v = [&](int c) {
     unsigned char* st = sm + kXV + (c & 1) * kTileBytes;
@@ -1219,7 +1231,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   auto factors = [&](int c) { return reinterpret_cast<float*>(sm + kXBuf + (c & 1) * kBufBytes + kBF); };
   auto q_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXQk + (c % 3) * kQkBytes); };
   auto v_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXV + (c & 1) * kTileBytes); };
-  auto t_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBT); };
+  auto t_tile = [&](int c) {
+    return reinterpret_cast<bf16*>(kWsPrepT ? sm + kXQk + (c % 3) * kQkBytes + 2 * kTileBytes
+                                            : sm + kXBuf + (c & 1) * kBufBytes + kBT);
+  };
   auto p_tile = [&](int c) { return reinterpret_cast<bf16*>(sm + kXBuf + (c & 1) * kBufBytes + kBP); };
   const int a_row = a_row_of(lane), a_col = a_col_of(lane), bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
   auto sw = [](int r, int c) { return swz(r, c); };
@@ -1279,14 +1294,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         if (ptid == 0) F[448] = __expf(GC);
       }
       D2K_PH(3);  // 3: norms, cumsum, factors
-      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t, as build_T's side work: its ten 16 x 16 blocks on or below
-      // the diagonal go to the warps that would wait (phase 0, after A's rows: warps 0, 1, 2 take 3, 2, 1 blocks;
-      // phase 1, during the forward substitution: warps 2 and 3 take 2 each).
+      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t: its ten 16 x 16 blocks on or below the diagonal. Building
+      // T, they are build_T's side work, for the warps that would wait (phase 0, after A's rows: warps 0, 1, 2 take
+      // 3, 2, 1 blocks; phase 1, during the forward substitution: warps 2 and 3 take 2 each).
       bf16* Ps = p_tile(c);
-      auto p_blocks = [&](int phase, int w) {
-        const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
-        const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
-        for (int blk = first; blk < last; ++blk) {
+      auto p_block = [&](int blk) {
+        {
           const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
           float acc[2][4] = {};
           for (int ks = 0; ks < 8; ++ks) {
@@ -1306,9 +1319,20 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             }
         }
       };
-      build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA), reinterpret_cast<float*>(sm + kXT),
-                               reinterpret_cast<float*>(sm + kXR), t_tile(c), 0, L, true, ptid,
-                               [] { named_bar(kBarP, 128); }, p_blocks);
+      if constexpr (kWsPrepT) {
+        // T came with q and k. Its rows past the end (the next chunk's T, or zeros) stay: they reach only v_new's
+        // rows past the end, which fs (0 there) keeps out of the state, and o's rows past the end, never stored.
+        for (int blk = pw; blk < 10; blk += 4) p_block(blk);  // warps 0, 1: 3 blocks; 2, 3: 2
+      } else {
+        auto p_blocks = [&](int phase, int w) {
+          const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
+          const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
+          for (int blk = first; blk < last; ++blk) p_block(blk);
+        };
+        build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA),
+                                 reinterpret_cast<float*>(sm + kXT), reinterpret_cast<float*>(sm + kXR), t_tile(c), 0,
+                                 L, true, ptid, [] { named_bar(kBarP, 128); }, p_blocks);
+      }
       D2K_PH(6);  // 6: T and P
       fence_proxy_async();  // the zeroed rows (generic writes) before the slot's next tensor copy
       mbar_arrive(ready(c));
@@ -1493,6 +1517,7 @@ struct MapCache {
   const void* ptr[4] = {};
   std::int64_t T = -1, H = -1;
   int device = -1;
+  bool ws = false;  // T's map: 64 x 64 swizzled boxes for the warp-specialized walk, 64 x 72 plain ones otherwise
   TmaMap maps[4] = {};
 };
 MapCache g_maps;  // kept across calls (grown outside stream capture; a capture gets a stream-ordered buffer)
@@ -1536,7 +1561,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   const bool ws = kWsOn && split == 1;
 
   const int n_slots = static_cast<int>((T + kChunk - 1) / kChunk + B);
-  const std::size_t t_bytes = kFuse || ws ? 0 : static_cast<std::size_t>(T) * H * kTRow * sizeof(bf16);
+  const bool prep = !kFuse && (!ws || kWsPrepT);  // T through HBM
+  const std::size_t t_bytes = prep ? static_cast<std::size_t>(T) * H * kTRow * sizeof(bf16) : 0;
   const std::size_t need = t_bytes + sizeof(int) * (1 + 2 * static_cast<std::size_t>(n_slots) + B);
   std::lock_guard<std::mutex> lock(g_scratch_mu);
   void* buf = nullptr;
@@ -1580,8 +1606,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // through maps[1]; the default walk all four).
   const TmaMap* maps = g_maps.maps;
   if (!kFuse) {
-    const void* ptrs[4] = {q, k, v, ws ? nullptr : Tg};  // the warp-specialized walk has no T in HBM
-    bool same = g_maps.T == T && g_maps.H == H && g_maps.device == device;
+    const void* ptrs[4] = {q, k, v, prep ? Tg : nullptr};
+    bool same = g_maps.T == T && g_maps.H == H && g_maps.device == device && g_maps.ws == ws;
     for (int i = 0; i < 4; ++i) same = same && g_maps.ptr[i] == ptrs[i];
     if (!same) {
       g_maps.T = -1;  // invalid until every map is encoded
@@ -1589,11 +1615,11 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
       for (int i = 0; i < 3; ++i)
         if ((err = make_map(&g_maps.maps[i], ptrs[i], kDim, H, T, row, row * H, 64, kChunk, true)) != cudaSuccess)
           return err;
-      if (!ws && (err = make_map(&g_maps.maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, kTRow, kChunk,
-                                 false)) != cudaSuccess)
+      if (prep && (err = make_map(&g_maps.maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, ws ? 64 : kTRow,
+                                  kChunk, ws)) != cudaSuccess)
         return err;
       for (int i = 0; i < 4; ++i) g_maps.ptr[i] = ptrs[i];
-      g_maps.T = T, g_maps.H = H, g_maps.device = device;
+      g_maps.T = T, g_maps.H = H, g_maps.device = device, g_maps.ws = ws;
     }
   }
   const int* order = tbl + 1 + 2 * n_slots;
@@ -1602,7 +1628,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // (~13 us) runs in both, so the walk alone still walks the real order.
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
 #ifndef D2K_ONLY_WALK
-  if (!kFuse && !ws)
+  if (prep)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(g, beta, tbl, Tg, h, eps, n_slots,
                                                                                      maps[1]);
 #endif
@@ -1622,7 +1648,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
         cudaSuccess)
       return err;
     D2K_LAUNCH(walk_ws_kernel, walk_grid, dim3(kWsThreads), kWsSmem, stream)(g, beta, cu, order, o, h, scale, eps,
-                                                                             maps[0], maps[1], maps[2]);
+                                                                             maps[0], maps[1], maps[2], maps[3]);
   } else if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps, maps[0], maps[1],
                          maps[2], maps[3])) != cudaSuccess) {
     return err;

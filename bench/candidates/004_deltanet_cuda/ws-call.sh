@@ -6,7 +6,10 @@
 #           and the three D2K_WS forms on the four timed workloads (same machine, same call), their phase clocks;
 #   part 2 (~4 min): `d2k eval` (every workload's correctness, cold timing) of the default and of a copy with the
 #           defines given after the part (default: D2K_WS; e.g. `2 D2K_WS D2K_WS_WGMMA=2`, part 1's fastest form),
-#           bench/candidates/004_deltanet_cuda_ws, made here, never committed.
+#           bench/candidates/004_deltanet_cuda_ws, made here, never committed;
+#   part 3 (~8 min): D2K_WS_PREP (T from the prep kernel): gpu-check of its builds, warm medians against the
+#           default, phase clocks and the walk alone, then `d2k eval` of a copy with the defines given after the part
+#           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`).
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -44,6 +47,36 @@ if [[ $part == 1 ]]; then
         --define D2K_WS $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
     done
   done
+elif [[ $part == 3 ]]; then
+  # D2K_WS_PREP (2026-12-06): the producer measured as the bottleneck in part 1 (H100: T and P 14.5k cycles a chunk
+  # against the state warps' 4.6-6.6k), so T comes from the prep kernel and the producer makes only P and the factors.
+  echo "== gpu-check.sh, D2K_WS_PREP builds (t=${SECONDS}s)"
+  GPU_CHECK_BUILDS="WS,WS_PREP:auto WS,WS_PREP:1 WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=1:auto" \
+    bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
+  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
+  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  echo "== warm medians, default against D2K_WS_PREP (t=${SECONDS}s)"
+  for w in "${workloads[@]}"; do
+    run "cuda" "$cand" "$w"
+    run "cuda, WS_PREP" "$cand" "$w" D2K_WS D2K_WS_PREP
+    run "cuda, WS_PREP WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=1
+    run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
+  done
+  echo "== phase clocks, D2K_WS_PREP, walk only (t=${SECONDS}s)"
+  for extra in "" "--define D2K_WS_WGMMA=2"; do
+    # shellcheck disable=SC2086  # extra is zero or two words
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+      --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
+    # shellcheck disable=SC2086
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 20 \
+      --define D2K_ONLY_WALK --define D2K_WS --define D2K_WS_PREP $extra 2>&1 | tail -1
+  done
+  echo "== d2k eval of ${defines[*]} (t=${SECONDS}s)"
+  mkdir -p ${cand}_ws
+  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
+  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
+  GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES='004_deltanet_cuda_ws' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -30
 else
   echo "== d2k eval, default and ${defines[*]} (t=${SECONDS}s)"
   mkdir -p ${cand}_ws
