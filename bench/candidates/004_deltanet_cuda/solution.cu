@@ -1180,7 +1180,9 @@ static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0 && k
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
-constexpr int kRegC = 208, kRegP = 88;  // ptxas (CUDA 13.0): no spills (D2K_WS_WGMMA=1: 72 B, =2: 40 B)
+// ptxas (CUDA 13.0): no spills with 208 / 88 (D2K_WS_WGMMA=1: 72 B, =2: 40 B); D2K_WS_PREP's producer (P by wgmma)
+// spilled 24-40 B at 88 and none at 104, nor do the state warps at 200.
+constexpr int kRegC = kWsPrepT ? 200 : 208, kRegP = kWsPrepT ? 104 : 88;
 static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
 constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
 
@@ -1188,7 +1190,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     walk_ws_kernel(const float* __restrict__ g, const float* __restrict__ beta, const int* __restrict__ cu,
                    const int* __restrict__ order, bf16* __restrict__ o, int H, float scale, float eps,
                    const __grid_constant__ TmaMap mq, const __grid_constant__ TmaMap mk,
-                   const __grid_constant__ TmaMap mv, const __grid_constant__ TmaMap mT) {
+                   const __grid_constant__ TmaMap mv, const __grid_constant__ TmaMap mT,
+                   const bf16* __restrict__ Tg) {
   D2K_DYN_SMEM(sm_raw);
   unsigned char* const sm = align1024(sm_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -1244,6 +1247,85 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ------------------------------------------------ producer: T, P and the factors of chunk c, a chunk ahead
     setmaxnreg_dec<kRegP>();
     const int ptid = tid - 256, pw = warp - 8;
+    // Chunk c's slots are full and its buffer free (the state warps are done with chunk c - 2); rows past the end
+    // (the next sequence's tokens, or zeros past the tensor's end) zeroed in q, k and v.
+    auto enter = [&](int c, int L, bf16* Qs) {
+      mbar_wait(qk_full(c), (c / 3) & 1);
+      if (c >= 2) mbar_wait(freed(c), ((c >> 1) - 1) & 1);
+      D2K_PH(0);  // 0: waits
+      if (L < kChunk) {
+        mbar_wait(v_full(c), (c >> 1) & 1);
+        zero_swz_rows(reinterpret_cast<unsigned char*>(Qs), 2, L, ptid, 128);
+        zero_swz_rows(reinterpret_cast<unsigned char*>(v_tile(c)), 1, L, ptid, 128);
+        fence_proxy_async();  // before wgmma reads the zeroed rows
+      }
+    };
+    if constexpr (kWsPrepT) {
+      // T came with q and k (its rows past the end stay: they reach only v_new's rows past the end, which fs (0
+      // there) keeps out of the state, and o's, never stored). The prep's tail of T's rows (G_t, beta_t, rk_t) for
+      // token ptid (threads 0-63) of the next chunk, loaded an iteration early; zeros past the end.
+      auto load_tail = [&](int c) {
+        const int t0 = t_beg + c * kChunk;
+        if (ptid >= imin(kChunk, t_end - t0)) return make_float4(0.f, 0.f, 0.f, 0.f);
+        return *reinterpret_cast<const float4*>(Tg + (static_cast<long>(t0 + ptid) * H + h) * kTRow + kChunk);
+      };
+      float4 tail_next = n_chunks > 0 ? load_tail(0) : make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = 0; c < n_chunks; ++c) {
+        const int L = imin(kChunk, t_end - (t_beg + c * kChunk));
+        const float4 tail = tail_next;
+        if (c + 1 < n_chunks) tail_next = load_tail(c + 1);
+        float* F = factors(c);
+        float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
+        bf16* Qs = q_tile(c);
+        bf16* Ks = Qs + kTileBytes / 2;
+        enter(c, L, Qs);
+        if (ptid < 64) Gc[ptid] = tail.x, bs[ptid] = tail.y, rk[ptid] = tail.z;
+        {
+          const int r = ptid >> 1, c8 = 8 * (ptid & 1);  // two threads per row
+          float sq = partial_sumsq<8, true>(Qs, r, c8);
+          sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+          if ((ptid & 1) == 0) fq[r] = scale * rsqrtf(sq + eps);
+        }
+        named_bar(kBarP, 128);
+        if (ptid < 64) {
+          const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
+          fy[ptid] = bs[ptid] * egt * rk[ptid];
+          fo[ptid] = egt * fq[ptid];
+          fs[ptid] = __expf(GC - Gt) * rk[ptid];
+          if (ptid == 0) F[448] = __expf(GC);
+        }
+        D2K_PH(3);  // 3: norms and factors
+        // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
+        // of Q through ldmatrix, K straight from its tile), four k-steps per batch.
+        float pa[8][4];
+        for (int n = 0; n < 8; ++n)
+          for (int e = 0; e < 4; ++e) pa[n][e] = 0.f;
+        for (int kb = 0; kb < 8; kb += 4) {
+          u32 a[4][4];
+          for (int j = 0; j < 4; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
+          wgmma_fence();
+          for (int j = 0; j < 4; ++j)
+            wgmma_m64n64k16(pa, a[j], sw128_desc(Ks + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
+          wgmma_commit_and_wait();
+          for (int j = 0; j < 4; ++j) reg_fence(a[j]);
+          reg_fence(pa);
+        }
+        bf16* Ps = p_tile(c);
+        for (int n = 0; n < 8; ++n)
+          for (int hi = 0; hi < 2; ++hi) {
+            const int t = 16 * pw + gq + 8 * hi, i = 8 * n + 2 * tq;
+            const bool live = t < L;
+            const float f = fq[t], Gt = Gc[t];
+            const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+            const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+          }
+        D2K_PH(6);  // 6: P
+        mbar_arrive(ready(c));
+      }
+      D2K_PH_END(n_chunks);
+      return;
+    }
     // g (threads 0-63) and beta (64-127) of the next chunk's token ptid % 64, loaded an iteration early
     auto load_gb = [&](int c) {
       const int t0 = t_beg + c * kChunk, row = ptid & 63;
@@ -1259,14 +1341,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
       bf16* Qs = q_tile(c);
       bf16* Ks = Qs + kTileBytes / 2;
-      mbar_wait(qk_full(c), (c / 3) & 1);
-      if (c >= 2) mbar_wait(freed(c), ((c >> 1) - 1) & 1);  // the state warps are done with chunk c - 2
-      D2K_PH(0);  // 0: waits
-      if (L < kChunk) {  // rows past the end: the next sequence's tokens (or zeros past the tensor's end)
-        mbar_wait(v_full(c), (c >> 1) & 1);
-        zero_swz_rows(reinterpret_cast<unsigned char*>(Qs), 2, L, ptid, 128);
-        zero_swz_rows(reinterpret_cast<unsigned char*>(v_tile(c)), 1, L, ptid, 128);
-      }
+      enter(c, L, Qs);
       (ptid < 64 ? Gc : bs)[ptid & 63] = gb;
       named_bar(kBarP, 128);
       {
@@ -1299,42 +1374,33 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // 3, 2, 1 blocks; phase 1, during the forward substitution: warps 2 and 3 take 2 each).
       bf16* Ps = p_tile(c);
       auto p_block = [&](int blk) {
-        {
-          const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
-          float acc[2][4] = {};
-          for (int ks = 0; ks < 8; ++ks) {
-            u32 a[4], bb[4];
-            ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
-            ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
-            mma_bf16(acc[0], a, bb[0], bb[1]);
-            mma_bf16(acc[1], a, bb[2], bb[3]);
-          }
-          for (int n = 0; n < 2; ++n)
-            for (int hi = 0; hi < 2; ++hi) {
-              const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
-              const float f = fq[t], Gt = Gc[t];
-              const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-              const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
-              *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
-            }
+        const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
+        float acc[2][4] = {};
+        for (int ks = 0; ks < 8; ++ks) {
+          u32 a[4], bb[4];
+          ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
+          ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
+          mma_bf16(acc[0], a, bb[0], bb[1]);
+          mma_bf16(acc[1], a, bb[2], bb[3]);
         }
+        for (int n = 0; n < 2; ++n)
+          for (int hi = 0; hi < 2; ++hi) {
+            const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
+            const float f = fq[t], Gt = Gc[t];
+            const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+            const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+          }
       };
-      if constexpr (kWsPrepT) {
-        // T came with q and k. Its rows past the end (the next chunk's T, or zeros) stay: they reach only v_new's
-        // rows past the end, which fs (0 there) keeps out of the state, and o's rows past the end, never stored.
-        for (int blk = pw; blk < 10; blk += 4) p_block(blk);  // warps 0, 1: 3 blocks; 2, 3: 2
-      } else {
-        auto p_blocks = [&](int phase, int w) {
-          const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
-          const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
-          for (int blk = first; blk < last; ++blk) p_block(blk);
-        };
-        build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA),
-                                 reinterpret_cast<float*>(sm + kXT), reinterpret_cast<float*>(sm + kXR), t_tile(c), 0,
-                                 L, true, ptid, [] { named_bar(kBarP, 128); }, p_blocks);
-      }
+      auto p_blocks = [&](int phase, int w) {
+        const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
+        const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
+        for (int blk = first; blk < last; ++blk) p_block(blk);
+      };
+      build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA), reinterpret_cast<float*>(sm + kXT),
+                               reinterpret_cast<float*>(sm + kXR), t_tile(c), 0, L, true, ptid,
+                               [] { named_bar(kBarP, 128); }, p_blocks);
       D2K_PH(6);  // 6: T and P
-      fence_proxy_async();  // the zeroed rows (generic writes) before the slot's next tensor copy
       mbar_arrive(ready(c));
     }
     D2K_PH_END(n_chunks);
@@ -1648,7 +1714,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
         cudaSuccess)
       return err;
     D2K_LAUNCH(walk_ws_kernel, walk_grid, dim3(kWsThreads), kWsSmem, stream)(g, beta, cu, order, o, h, scale, eps,
-                                                                             maps[0], maps[1], maps[2], maps[3]);
+                                                                             maps[0], maps[1], maps[2], maps[3], Tg);
   } else if ((err = walk(walk_grid, stream, q, k, v, g, beta, cu, order, Tg, o, h, scale, eps, maps[0], maps[1],
                          maps[2], maps[3])) != cudaSuccess) {
     return err;
