@@ -1180,9 +1180,15 @@ static_assert(kXV % 1024 == 0 && kXBuf % 1024 == 0 && kBufBytes % 1024 == 0 && k
 constexpr int kWsThreads = 384;
 // Registers: 168 per thread at launch (65536 / 384); the state warps take kRegC, the producer gives back to kRegP,
 // with 2 kRegC + kRegP = 3 x 168.
-// ptxas (CUDA 13.0): no spills with 208 / 88 (D2K_WS_WGMMA=1: 72 B, =2: 40 B); D2K_WS_PREP's producer (P by wgmma)
-// spilled 24-40 B at 88 and none at 104, nor do the state warps at 200.
-constexpr int kRegC = kWsPrepT ? 200 : 208, kRegP = kWsPrepT ? 104 : 88;
+// ptxas (CUDA 13.0): no spills with 208 / 88 (D2K_WS_WGMMA=1: 72 B, =2: 40 B); D2K_WS_PREP's producer (P by wgmma,
+// eight k-steps in flight) spilled 16-40 B at 88 and 104, none at 120, nor do the state warps at 192.
+constexpr int kRegC = kWsPrepT ? 192 : 208, kRegP = kWsPrepT ? 120 : 88;
+#ifdef D2K_P_BATCH
+constexpr int kPBatch = D2K_P_BATCH;  // a timing variant: 4 or 8 (the default)
+#else
+constexpr int kPBatch = 8;            // D2K_WS_PREP: P's k-steps per wgmma wait
+#endif
+static_assert(8 % kPBatch == 0, "P's k-steps come in equal batches");
 static_assert(2 * kRegC + kRegP == 3 * 168, "setmaxnreg counts must sum to the launch's");
 constexpr int kBarC = 1, kBarP = 2;  // named barriers of the state warps (256 threads) and the producer (128)
 
@@ -1286,7 +1292,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           sq += __shfl_xor_sync(0xffffffffu, sq, 1);
           if ((ptid & 1) == 0) fq[r] = scale * rsqrtf(sq + eps);
         }
+        D2K_PH(1);  // 1: the tail, q's norms
         named_bar(kBarP, 128);
+        D2K_PH(2);  // 2: their barrier
         if (ptid < 64) {
           const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
           fy[ptid] = bs[ptid] * egt * rk[ptid];
@@ -1296,20 +1304,21 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
         D2K_PH(3);  // 3: norms and factors
         // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
-        // of Q through ldmatrix, K straight from its tile), four k-steps per batch.
+        // of Q through ldmatrix, K straight from its tile), kPBatch k-steps per wait.
         float pa[8][4];
         for (int n = 0; n < 8; ++n)
           for (int e = 0; e < 4; ++e) pa[n][e] = 0.f;
-        for (int kb = 0; kb < 8; kb += 4) {
-          u32 a[4][4];
-          for (int j = 0; j < 4; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
+        for (int kb = 0; kb < 8; kb += kPBatch) {
+          u32 a[kPBatch][4];
+          for (int j = 0; j < kPBatch; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
           wgmma_fence();
-          for (int j = 0; j < 4; ++j)
+          for (int j = 0; j < kPBatch; ++j)
             wgmma_m64n64k16(pa, a[j], sw128_desc(Ks + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
           wgmma_commit_and_wait();
-          for (int j = 0; j < 4; ++j) reg_fence(a[j]);
+          for (int j = 0; j < kPBatch; ++j) reg_fence(a[j]);
           reg_fence(pa);
         }
+        D2K_PH(4);  // 4: Q K^T
         bf16* Ps = p_tile(c);
         for (int n = 0; n < 8; ++n)
           for (int hi = 0; hi < 2; ++hi) {

@@ -9,7 +9,8 @@
 #           bench/candidates/004_deltanet_cuda_ws, made here, never committed;
 #   part 3 (~8 min): D2K_WS_PREP (T from the prep kernel): gpu-check of its builds, warm medians against the
 #           default, phase clocks and the walk alone, then `d2k eval` of a copy with the defines given after the part
-#           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`).
+#           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`);
+#   part 4 (~3 min): D2K_WS_PREP's producer phases, finer, with P's k-steps in one wgmma batch or two.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -77,6 +78,28 @@ elif [[ $part == 3 ]]; then
   sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
   GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES='004_deltanet_cuda_ws' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
     SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -30
+elif [[ $part == 4 ]]; then
+  # (~3 min) D2K_WS_PREP's producer phases split finer (tail and norms, barrier, factors, Q K^T, P's epilogue), with
+  # P's eight k-steps in one wgmma batch or two; the default against D2K_WS_PREP D2K_WS_WGMMA=2 on 16seq_64k.
+  echo "== gpu-check.sh, D2K_WS_PREP builds (t=${SECONDS}s)"
+  GPU_CHECK_BUILDS="WS,WS_PREP:auto WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=2,P_BATCH=4:auto" \
+    bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
+  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
+  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  echo "== phase clocks (t=${SECONDS}s)"
+  for extra in "" "--define D2K_P_BATCH=4"; do
+    # shellcheck disable=SC2086  # extra is zero or two words
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+      --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP --define D2K_WS_WGMMA=2 $extra 2>&1 |
+      grep -E "^phases|rror" | tail -1
+  done
+  echo "== warm medians (t=${SECONDS}s)"
+  w=qwen3_next_h32_16seq_64k
+  run "cuda" "$cand" "$w"
+  run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
+  run "cuda, WS_PREP WS_WGMMA=2 P_BATCH=4" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_P_BATCH=4
+  run "cuda, WS_PREP WS_WGMMA=2, walk only" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
 else
   echo "== d2k eval, default and ${defines[*]} (t=${SECONDS}s)"
   mkdir -p ${cand}_ws
