@@ -1,7 +1,8 @@
-// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, TMA), written 2026-12-05, checked by the CPU
-// emulation (bench/cuda_emu, cpu-check.sh), on the GPU (gpu-check.sh) and by d2k eval on the H200 on 2026-12-05:
-// every workload passed; 2.084 ms on qwen3_next_h32_16seq_64k (Triton expert 4.194 ms), 24.4% of speed-of-light.
-// Figures per workload: NOTES.md.
+// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, wgmma, TMA), written 2026-12-05/06, checked by the
+// CPU emulation (bench/cuda_emu, cpu-check.sh), on the GPU (gpu-check.sh) and by d2k eval on the H200: every workload
+// passed. The classic walk (2026-12-05): 2.084 ms on qwen3_next_h32_16seq_64k (Triton expert 4.194 ms), 24.4% of
+// speed-of-light; the default since 2026-12-06, the warp-specialized walk with T from the prep and wgmma: 1.845 ms,
+// 27.6%. Figures per workload: NOTES.md.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
@@ -27,6 +28,9 @@
 //    rows instead of once per 16). Both keep the cp.async loads and a core-matrix tile layout. -DD2K_WS, the
 //    warp-specialized walk (walk_ws_kernel): a fourth warpgroup builds T, P and the factors of chunk c + 1 while the
 //    state warps walk chunk c, so neither the prep launch nor T's round trip through HBM remains (V split 1 only).
+//    With -DD2K_WS_PREP the prep still builds T (the producer building T was measured as the bottleneck) and the
+//    producer makes P (one wgmma per k-step) and the factors; with -DD2K_WS_WGMMA=2 the state warps' S_0 K^T, S_0 Q^T
+//    and state update run as wgmma on the tensor copies' tiles. Those three flags together are the default.
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -58,6 +62,14 @@ using bf16 = __nv_bfloat16;
 using u32 = std::uint32_t;
 
 constexpr int kChunk = 64;
+// The default form since 2026-12-06 (H200: 1.845 ms on 16seq_64k against the classic walk's 2.084, d2k eval): the
+// warp-specialized walk with T from the prep and wgmma. -DD2K_CLASSIC: the walk of 2026-12-05; any variant flag
+// (D2K_WS, D2K_FUSE_T, D2K_WGMMA) picks its own form.
+#if !defined(D2K_CLASSIC) && !defined(D2K_WS) && !defined(D2K_FUSE_T) && !defined(D2K_WGMMA)
+#define D2K_WS 1
+#define D2K_WS_PREP 1
+#define D2K_WS_WGMMA 2
+#endif
 // D2K_WGMMA: S_0 K^T and S_0 Q^T through wgmma (warpgroups of 4 warps; V splits of 2-warp CTAs keep mma.sync).
 #ifdef D2K_WGMMA
 constexpr bool kWgmma = true;
@@ -1266,6 +1278,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         fence_proxy_async();  // before wgmma reads the zeroed rows
       }
     };
+    // The state warps' per-token factors from G, fq, rk, beta (F's first four rows): fy, fo, fs and gamma_C.
+    auto token_factors = [&](float* F, int L) {
+      if (ptid >= 64) return;
+      const float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
+      const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
+      F[256 + ptid] = bs[ptid] * egt * rk[ptid];  // fy
+      F[320 + ptid] = egt * fq[ptid];             // fo
+      F[384 + ptid] = __expf(GC - Gt) * rk[ptid];  // fs
+      if (ptid == 0) F[448] = __expf(GC);
+    };
     if constexpr (kWsPrepT) {
       // T came with q and k (its rows past the end stay: they reach only v_new's rows past the end, which fs (0
       // there) keeps out of the state, and o's, never stored). The prep's tail of T's rows (G_t, beta_t, rk_t) for
@@ -1281,7 +1303,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const float4 tail = tail_next;
         if (c + 1 < n_chunks) tail_next = load_tail(c + 1);
         float* F = factors(c);
-        float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
+        float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
         bf16* Qs = q_tile(c);
         bf16* Ks = Qs + kTileBytes / 2;
         enter(c, L, Qs);
@@ -1295,13 +1317,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         D2K_PH(1);  // 1: the tail, q's norms
         named_bar(kBarP, 128);
         D2K_PH(2);  // 2: their barrier
-        if (ptid < 64) {
-          const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
-          fy[ptid] = bs[ptid] * egt * rk[ptid];
-          fo[ptid] = egt * fq[ptid];
-          fs[ptid] = __expf(GC - Gt) * rk[ptid];
-          if (ptid == 0) F[448] = __expf(GC);
-        }
+        token_factors(F, L);
         D2K_PH(3);  // 3: norms and factors
         // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
         // of Q through ldmatrix, K straight from its tile), kPBatch k-steps per wait.
@@ -1347,7 +1363,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const float gb = gb_next;
       if (c + 1 < n_chunks) gb_next = load_gb(c + 1);
       float* F = factors(c);
-      float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192, *fy = F + 256, *fo = F + 320, *fs = F + 384;
+      float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
       bf16* Qs = q_tile(c);
       bf16* Ks = Qs + kTileBytes / 2;
       enter(c, L, Qs);
@@ -1370,13 +1386,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
       }
       named_bar(kBarP, 128);
-      if (ptid < 64) {
-        const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
-        fy[ptid] = bs[ptid] * egt * rk[ptid];
-        fo[ptid] = egt * fq[ptid];
-        fs[ptid] = __expf(GC - Gt) * rk[ptid];
-        if (ptid == 0) F[448] = __expf(GC);
-      }
+      token_factors(F, L);
       D2K_PH(3);  // 3: norms, cumsum, factors
       // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t: its ten 16 x 16 blocks on or below the diagonal. Building
       // T, they are build_T's side work, for the warps that would wait (phase 0, after A's rows: warps 0, 1, 2 take

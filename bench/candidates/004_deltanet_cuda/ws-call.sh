@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Device calls for the warp-specialized walk (D2K_WS, written 2026-12-05 in a session with no device lent; checked
-# only by the CPU emulation and ptxas so far). Each part fits one device call (10 minutes):
+# Device calls for the warp-specialized walk (D2K_WS, written 2026-12-05; parts 1, 3 and 4 ran on 2026-12-06, see
+# NOTES.md). Since 2026-12-06 the solution's default is D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2; "classic" (D2K_CLASSIC) is
+# the walk of 2026-12-05, the baseline of every part. Each part fits one device call (10 minutes):
 #   part 1 (~7 min): ptxas registers, gpu-check.sh (20 builds: every variant and split, D2K_WS, D2K_WS with
 #           D2K_WS_WGMMA=1 (S_0 products by wgmma) and =2 (the state update too)), warm medians of the default walk
 #           and the three D2K_WS forms on the four timed workloads (same machine, same call), their phase clocks;
@@ -23,6 +24,12 @@ source bench/candidates/ablate-lib.sh
 task=tasks/004_chunked_gated_deltanet
 cand=bench/candidates/004_deltanet_cuda
 workloads=(qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k)
+check_builds() {  # gpu-check.sh on the builds named (GPU_CHECK_BUILDS's form): its mismatches and summary
+  echo "== gpu-check.sh: $1 (t=${SECONDS}s)"
+  GPU_CHECK_BUILDS="$1" bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
+  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
+  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 if [[ $part == 1 ]]; then
   echo "== ptxas, D2K_WS (t=${SECONDS}s)"
@@ -35,7 +42,7 @@ if [[ $part == 1 ]]; then
   [[ -n ${OUT:-} ]] && cp /tmp/gpu-check.txt "$OUT/"
   echo "== warm medians, default against D2K_WS (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda" "$cand" "$w"
+    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
     run "cuda, WS" "$cand" "$w" D2K_WS
     run "cuda, WS WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_WGMMA=1
     run "cuda, WS WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_WGMMA=2
@@ -51,14 +58,10 @@ if [[ $part == 1 ]]; then
 elif [[ $part == 3 ]]; then
   # D2K_WS_PREP (2026-12-06): the producer measured as the bottleneck in part 1 (H100: T and P 14.5k cycles a chunk
   # against the state warps' 4.6-6.6k), so T comes from the prep kernel and the producer makes only P and the factors.
-  echo "== gpu-check.sh, D2K_WS_PREP builds (t=${SECONDS}s)"
-  GPU_CHECK_BUILDS="WS,WS_PREP:auto WS,WS_PREP:1 WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=1:auto" \
-    bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
-  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
-  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  check_builds "WS,WS_PREP:auto WS,WS_PREP:1 WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=1:auto"
   echo "== warm medians, default against D2K_WS_PREP (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda" "$cand" "$w"
+    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
     run "cuda, WS_PREP" "$cand" "$w" D2K_WS D2K_WS_PREP
     run "cuda, WS_PREP WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=1
     run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
@@ -81,11 +84,7 @@ elif [[ $part == 3 ]]; then
 elif [[ $part == 4 ]]; then
   # (~3 min) D2K_WS_PREP's producer phases split finer (tail and norms, barrier, factors, Q K^T, P's epilogue), with
   # P's eight k-steps in one wgmma batch or two; the default against D2K_WS_PREP D2K_WS_WGMMA=2 on 16seq_64k.
-  echo "== gpu-check.sh, D2K_WS_PREP builds (t=${SECONDS}s)"
-  GPU_CHECK_BUILDS="WS,WS_PREP:auto WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=2,P_BATCH=4:auto" \
-    bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
-  grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
-  sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+  check_builds "WS,WS_PREP:auto WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=2,P_BATCH=4:auto"
   echo "== phase clocks (t=${SECONDS}s)"
   for extra in "" "--define D2K_P_BATCH=4"; do
     # shellcheck disable=SC2086  # extra is zero or two words
@@ -95,7 +94,7 @@ elif [[ $part == 4 ]]; then
   done
   echo "== warm medians (t=${SECONDS}s)"
   w=qwen3_next_h32_16seq_64k
-  run "cuda" "$cand" "$w"
+  run "cuda, classic" "$cand" "$w" D2K_CLASSIC
   run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
   run "cuda, WS_PREP WS_WGMMA=2 P_BATCH=4" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_P_BATCH=4
   run "cuda, WS_PREP WS_WGMMA=2, walk only" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
