@@ -25,3 +25,5 @@ d2k_cpu_check_004(_ws D2K_WS)
 # The same with its wgmma forms (=2: S_0 K^T, S_0 Q^T and the state update, B straight from the tensor copies'
 # 128-byte-swizzled tiles, K-major and N-major).
 d2k_cpu_check_004(_ws_wgmma D2K_WS D2K_WS_WGMMA=2)
+# The default with v_new = T y and o += v_new P^T as wgmma too (D2K_WS_WGMMA=3): whole tiles, zeros above the diagonal.
+d2k_cpu_check_004(_wgmma3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3)

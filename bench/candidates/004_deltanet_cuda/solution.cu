@@ -78,6 +78,7 @@ constexpr bool kWgmma = false;
 #endif
 // D2K_WS_WGMMA (with D2K_WS): the warp-specialized walk's S_0 K^T and S_0 Q^T through wgmma, B read straight from
 // the tensor copies' swizzled tiles; D2K_WS_WGMMA=2: the state update (S += v_new' K, K N-major) too.
+// D2K_WS_WGMMA=3: v_new = T y and o += v_new P^T too (whole 64 x 64 tiles, zeros above the diagonal).
 #ifdef D2K_WS_WGMMA
 #ifndef D2K_WS
 #error "D2K_WS_WGMMA varies the walk of D2K_WS"
@@ -817,6 +818,19 @@ __device__ __forceinline__ void y_from_v(float (&kh)[8][4], const bf16* Vs, Ix i
 }
 
 // acc[v][t] += sum_i x[v][i] M[t][i] for a lower-triangular 64 x 64 M (T or P; the blocks above are skipped).
+// acc += x M^T per warpgroup (x: this warp's 16 rows x 64 columns as accumulators; M: a 64 x 64 bf16 tile in swz's
+// layout, 1024-aligned, rows = acc's columns): four m64n64k16 wgmma with M K-major. The whole tile is multiplied, so
+// a triangular M must hold zeros above its diagonal.
+__device__ __forceinline__ void wgmma_tile_product(float (&acc)[8][4], const float (&x)[8][4], const bf16* M) {
+  u32 a[4][4];
+  for (int ks = 0; ks < 4; ++ks) acc_to_a(a[ks], x[2 * ks], x[2 * ks + 1]);
+  wgmma_fence();
+  for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16(acc, a[ks], sw128_desc(M + 16 * ks));
+  wgmma_commit_and_wait();
+  for (int ks = 0; ks < 4; ++ks) reg_fence(a[ks]);
+  reg_fence(acc);
+}
+
 template <class Ix>
 __device__ __forceinline__ void tril_product(float (&acc)[8][4], const float (&x)[8][4], const bf16* M, Ix tix,
                                              int lane) {
@@ -1288,88 +1302,41 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       F[384 + ptid] = __expf(GC - Gt) * rk[ptid];  // fs
       if (ptid == 0) F[448] = __expf(GC);
     };
-    if constexpr (kWsPrepT) {
-      // T came with q and k (its rows past the end stay: they reach only v_new's rows past the end, which fs (0
-      // there) keeps out of the state, and o's, never stored). The prep's tail of T's rows (G_t, beta_t, rk_t) for
-      // token ptid (threads 0-63) of the next chunk, loaded an iteration early; zeros past the end.
-      auto load_tail = [&](int c) {
-        const int t0 = t_beg + c * kChunk;
-        if (ptid >= imin(kChunk, t_end - t0)) return make_float4(0.f, 0.f, 0.f, 0.f);
-        return *reinterpret_cast<const float4*>(Tg + (static_cast<long>(t0 + ptid) * H + h) * kTRow + kChunk);
-      };
-      float4 tail_next = n_chunks > 0 ? load_tail(0) : make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int c = 0; c < n_chunks; ++c) {
-        const int L = imin(kChunk, t_end - (t_beg + c * kChunk));
-        const float4 tail = tail_next;
-        if (c + 1 < n_chunks) tail_next = load_tail(c + 1);
-        float* F = factors(c);
-        float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
-        bf16* Qs = q_tile(c);
-        bf16* Ks = Qs + kTileBytes / 2;
-        enter(c, L, Qs);
-        if (ptid < 64) Gc[ptid] = tail.x, bs[ptid] = tail.y, rk[ptid] = tail.z;
-        {
-          const int r = ptid >> 1, c8 = 8 * (ptid & 1);  // two threads per row
-          float sq = partial_sumsq<8, true>(Qs, r, c8);
-          sq += __shfl_xor_sync(0xffffffffu, sq, 1);
-          if ((ptid & 1) == 0) fq[r] = scale * rsqrtf(sq + eps);
-        }
-        D2K_PH(1);  // 1: the tail, q's norms
-        named_bar(kBarP, 128);
-        D2K_PH(2);  // 2: their barrier
-        token_factors(F, L);
-        D2K_PH(3);  // 3: norms and factors
-        // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
-        // of Q through ldmatrix, K straight from its tile), kPBatch k-steps per wait.
-        float pa[8][4];
-        for (int n = 0; n < 8; ++n)
-          for (int e = 0; e < 4; ++e) pa[n][e] = 0.f;
-        for (int kb = 0; kb < 8; kb += kPBatch) {
-          u32 a[kPBatch][4];
-          for (int j = 0; j < kPBatch; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
-          wgmma_fence();
-          for (int j = 0; j < kPBatch; ++j)
-            wgmma_m64n64k16(pa, a[j], sw128_desc(Ks + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
-          wgmma_commit_and_wait();
-          for (int j = 0; j < kPBatch; ++j) reg_fence(a[j]);
-          reg_fence(pa);
-        }
-        D2K_PH(4);  // 4: Q K^T
-        bf16* Ps = p_tile(c);
-        for (int n = 0; n < 8; ++n)
-          for (int hi = 0; hi < 2; ++hi) {
-            const int t = 16 * pw + gq + 8 * hi, i = 8 * n + 2 * tq;
-            const bool live = t < L;
-            const float f = fq[t], Gt = Gc[t];
-            const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-            const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
-            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
-          }
-        D2K_PH(6);  // 6: P
-        mbar_arrive(ready(c));
-      }
-      D2K_PH_END(n_chunks);
-      return;
-    }
-    // g (threads 0-63) and beta (64-127) of the next chunk's token ptid % 64, loaded an iteration early
-    auto load_gb = [&](int c) {
+    // Per-token inputs of the next chunk, loaded an iteration early (zeros past the end): with kWsPrepT the prep's
+    // tail of T's rows (G_t, beta_t, rk_t) for token ptid (threads 0-63); else g (threads 0-63) and beta (64-127) of
+    // token ptid % 64. T came with q and k when kWsPrepT: its rows past the end stay, as they reach only v_new's rows
+    // past the end, which fs (0 there) keeps out of the state, and o's, never stored.
+    auto load_next = [&](int c) {
       const int t0 = t_beg + c * kChunk, row = ptid & 63;
-      if (row >= imin(kChunk, t_end - t0)) return 0.f;
-      return (ptid < 64 ? g : beta)[static_cast<long>(t0 + row) * H + h];
+      if (row >= imin(kChunk, t_end - t0) || (kWsPrepT && ptid >= 64)) return make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (kWsPrepT)
+        return *reinterpret_cast<const float4*>(Tg + (static_cast<long>(t0 + row) * H + h) * kTRow + kChunk);
+      return make_float4((ptid < 64 ? g : beta)[static_cast<long>(t0 + row) * H + h], 0.f, 0.f, 0.f);
     };
-    float gb_next = n_chunks > 0 ? load_gb(0) : 0.f;
+    float4 in_next = n_chunks > 0 ? load_next(0) : make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (!kWsPrepT && kWsWgmma >= 3)  // P's blocks above the diagonal, never written below: zeros for wgmma
+      for (int i = ptid; i < 2 * kHalfTile / 16; i += 128)
+        *reinterpret_cast<uint4*>(p_tile(i / (kHalfTile / 16)) + (i % (kHalfTile / 16)) * 8) = uint4{0u, 0u, 0u, 0u};
     for (int c = 0; c < n_chunks; ++c) {
       const int L = imin(kChunk, t_end - (t_beg + c * kChunk));
-      const float gb = gb_next;
-      if (c + 1 < n_chunks) gb_next = load_gb(c + 1);
+      const float4 in = in_next;
+      if (c + 1 < n_chunks) in_next = load_next(c + 1);
       float* F = factors(c);
       float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
       bf16* Qs = q_tile(c);
       bf16* Ks = Qs + kTileBytes / 2;
+      bf16* Ps = p_tile(c);
       enter(c, L, Qs);
-      (ptid < 64 ? Gc : bs)[ptid & 63] = gb;
-      named_bar(kBarP, 128);
-      {
+      if constexpr (kWsPrepT) {
+        if (ptid < 64) Gc[ptid] = in.x, bs[ptid] = in.y, rk[ptid] = in.z;
+        const int r = ptid >> 1, c8 = 8 * (ptid & 1);  // two threads per row
+        float sq = partial_sumsq<8, true>(Qs, r, c8);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        if ((ptid & 1) == 0) fq[r] = scale * rsqrtf(sq + eps);
+        D2K_PH(1);  // 1: the tail, q's norms
+      } else {
+        (ptid < 64 ? Gc : bs)[ptid & 63] = in.x;
+        named_bar(kBarP, 128);
         const int r = ptid >> 1, c8 = 8 * (ptid & 1);  // two threads per row
         float sq = partial_sumsq<8, true>(Qs, r, c8), sk = partial_sumsq<8, true>(Ks, r, c8);
         sq += __shfl_xor_sync(0xffffffffu, sq, 1);
@@ -1384,42 +1351,72 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           Gc[2 * lane] = G_even;
           Gc[2 * lane + 1] = G_odd;
         }
+        D2K_PH(1);  // 1: norms, cumsum
       }
       named_bar(kBarP, 128);
+      D2K_PH(2);  // 2: their barrier
       token_factors(F, L);
-      D2K_PH(3);  // 3: norms, cumsum, factors
-      // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t: its ten 16 x 16 blocks on or below the diagonal. Building
-      // T, they are build_T's side work, for the warps that would wait (phase 0, after A's rows: warps 0, 1, 2 take
-      // 3, 2, 1 blocks; phase 1, during the forward substitution: warps 2 and 3 take 2 each).
-      bf16* Ps = p_tile(c);
-      auto p_block = [&](int blk) {
-        const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
-        float acc[2][4] = {};
-        for (int ks = 0; ks < 8; ++ks) {
-          u32 a[4], bb[4];
-          ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
-          ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
-          mma_bf16(acc[0], a, bb[0], bb[1]);
-          mma_bf16(acc[1], a, bb[2], bb[3]);
+      D2K_PH(3);  // 3: factors
+      if constexpr (kWsPrepT) {
+        // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
+        // of Q through ldmatrix, K straight from its tile), kPBatch k-steps per wait; zeros above the diagonal.
+        float pa[8][4];
+        for (int n = 0; n < 8; ++n)
+          for (int e = 0; e < 4; ++e) pa[n][e] = 0.f;
+        for (int kb = 0; kb < 8; kb += kPBatch) {
+          u32 a[kPBatch][4];
+          for (int j = 0; j < kPBatch; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
+          wgmma_fence();
+          for (int j = 0; j < kPBatch; ++j)
+            wgmma_m64n64k16(pa, a[j], sw128_desc(Ks + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
+          wgmma_commit_and_wait();
+          for (int j = 0; j < kPBatch; ++j) reg_fence(a[j]);
+          reg_fence(pa);
         }
-        for (int n = 0; n < 2; ++n)
+        D2K_PH(4);  // 4: Q K^T
+        for (int n = 0; n < 8; ++n)
           for (int hi = 0; hi < 2; ++hi) {
-            const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
+            const int t = 16 * pw + gq + 8 * hi, i = 8 * n + 2 * tq;
+            const bool live = t < L;
             const float f = fq[t], Gt = Gc[t];
-            const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-            const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+            const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+            const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
             *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
           }
-      };
-      auto p_blocks = [&](int phase, int w) {
-        const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
-        const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
-        for (int blk = first; blk < last; ++blk) p_block(blk);
-      };
-      build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA), reinterpret_cast<float*>(sm + kXT),
-                               reinterpret_cast<float*>(sm + kXR), t_tile(c), 0, L, true, ptid,
-                               [] { named_bar(kBarP, 128); }, p_blocks);
-      D2K_PH(6);  // 6: T and P
+      } else {
+        // P's ten 16 x 16 blocks on or below the diagonal, as build_T's side work, for the warps that would wait
+        // (phase 0, after A's rows: warps 0, 1, 2 take 3, 2, 1 blocks; phase 1, during the forward substitution:
+        // warps 2 and 3 take 2 each).
+        auto p_block = [&](int blk) {
+          const int mt = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3, nt = blk - mt * (mt + 1) / 2;
+          float acc[2][4] = {};
+          for (int ks = 0; ks < 8; ++ks) {
+            u32 a[4], bb[4];
+            ldsm_x4(a, Qs + swz(16 * mt + a_row, 16 * ks + a_col));
+            ldsm_x4(bb, Ks + swz(16 * nt + bn_row, 16 * ks + bn_col));
+            mma_bf16(acc[0], a, bb[0], bb[1]);
+            mma_bf16(acc[1], a, bb[2], bb[3]);
+          }
+          for (int n = 0; n < 2; ++n)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int t = 16 * mt + gq + 8 * hi, i = 16 * nt + 8 * n + 2 * tq;
+              const float f = fq[t], Gt = Gc[t];
+              const float p0 = i <= t ? acc[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+              const float p1 = i + 1 <= t ? acc[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+              *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+            }
+        };
+        auto p_blocks = [&](int phase, int w) {
+          const int first = phase == 0 ? (w == 0 ? 0 : w == 1 ? 3 : w == 2 ? 5 : 6) : (w == 2 ? 6 : 8);
+          const int last = phase == 0 ? (w == 0 ? 3 : w == 1 ? 5 : 6) : (w == 2 ? 8 : 10);
+          for (int blk = first; blk < last; ++blk) p_block(blk);
+        };
+        build_T<128, true, true>(Ks, bs, Gc, rk, reinterpret_cast<float*>(sm + kXA),
+                                 reinterpret_cast<float*>(sm + kXT), reinterpret_cast<float*>(sm + kXR), t_tile(c), 0,
+                                 L, true, ptid, [] { named_bar(kBarP, 128); }, p_blocks);
+      }
+      D2K_PH(6);  // 6: P (and T)
+      fence_proxy_async();  // P's (and T's) generic writes before the state warps' wgmma reads (D2K_WS_WGMMA=3)
       mbar_arrive(ready(c));
     }
     D2K_PH_END(n_chunks);
@@ -1477,10 +1474,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float vn[8][4];  // v_new = T y
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
-    tril_product(vn, kh, Ts, sw, lane);
+    if constexpr (kWsWgmma >= 3)
+      wgmma_tile_product(vn, kh, Ts);
+    else
+      tril_product(vn, kh, Ts, sw, lane);
     scale_cols(ot, fo, lane);  // the output's h_0 term: scale gamma_t rq_t (S_0 q_t)
     D2K_PH(7);  // 7: y, v_new, o's h_0 term
-    tril_product(ot, vn, Ps, sw, lane);  // o += v_new P^T
+    if constexpr (kWsWgmma >= 3)  // o += v_new P^T
+      wgmma_tile_product(ot, vn, Ps);
+    else
+      tril_product(ot, vn, Ps, sw, lane);
     // S = gamma_C S_0 + (v_new * gamma_C / gamma_i * rk_i) K
     const float decay = F[448];
     for (int n = 0; n < 16; ++n)

@@ -11,7 +11,8 @@
 #   part 3 (~8 min): D2K_WS_PREP (T from the prep kernel): gpu-check of its builds, warm medians against the
 #           default, phase clocks and the walk alone, then `d2k eval` of a copy with the defines given after the part
 #           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`);
-#   part 4 (~3 min): D2K_WS_PREP's producer phases, finer, with P's k-steps in one wgmma batch or two.
+#   part 4 (~3 min): D2K_WS_PREP's producer phases, finer, with P's k-steps in one wgmma batch or two;
+#   part 5 (~5 min): D2K_WS_WGMMA=3 (T y and P v_new by wgmma too), e.g. `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -29,6 +30,16 @@ check_builds() {  # gpu-check.sh on the builds named (GPU_CHECK_BUILDS's form): 
   GPU_CHECK_BUILDS="$1" bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
   grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
   sed -n '/^== summary/,$p' /tmp/gpu-check.txt
+}
+eval_copy() {  # d2k eval (every workload, cold timing) of the candidates matching $1, after copying solution.cu with
+  # the defines given to ${cand}_ws (made here, never committed)
+  echo "== d2k eval: $1, the copy with ${defines[*]} (t=${SECONDS}s)"
+  mkdir -p ${cand}_ws
+  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
+  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
+  GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES="$1" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
+    sed -n '/^== summary/,$p'
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 if [[ $part == 1 ]]; then
@@ -75,12 +86,7 @@ elif [[ $part == 3 ]]; then
     timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 20 \
       --define D2K_ONLY_WALK --define D2K_WS --define D2K_WS_PREP $extra 2>&1 | tail -1
   done
-  echo "== d2k eval of ${defines[*]} (t=${SECONDS}s)"
-  mkdir -p ${cand}_ws
-  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
-  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
-  GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES='004_deltanet_cuda_ws' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
-    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -30
+  eval_copy "004_deltanet_cuda_ws"
 elif [[ $part == 4 ]]; then
   # (~3 min) D2K_WS_PREP's producer phases split finer (tail and norms, barrier, factors, Q K^T, P's epilogue), with
   # P's eight k-steps in one wgmma batch or two; the default against D2K_WS_PREP D2K_WS_WGMMA=2 on 16seq_64k.
@@ -99,12 +105,25 @@ elif [[ $part == 4 ]]; then
   run "cuda, WS_PREP WS_WGMMA=2 P_BATCH=4" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_P_BATCH=4
   run "cuda, WS_PREP WS_WGMMA=2, walk only" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+elif [[ $part == 5 ]]; then
+  # (~5 min) D2K_WS_WGMMA=3 (written 2026-12-06, CPU-checked only): T y and P v_new by wgmma in the state warps, fewer
+  # instructions there (if the producer starves for issue slots, it gains too). gpu-check, warm medians against the
+  # classic walk and the default, phases, then `d2k eval` of a copy with the defines given after the part.
+  check_builds "WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto default:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  for w in "${workloads[@]}"; do
+    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
+    run "cuda (WS_PREP WS_WGMMA=2)" "$cand" "$w"
+    run "cuda, WS_PREP WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+  done
+  echo "== phase clocks (t=${SECONDS}s)"
+  for f in 2 3; do
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+      --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP --define D2K_WS_WGMMA=$f 2>&1 | grep -E "^phases|rror" |
+      tail -1
+  done
+  eval_copy "004_deltanet_cuda_ws"
 else
-  echo "== d2k eval, default and ${defines[*]} (t=${SECONDS}s)"
-  mkdir -p ${cand}_ws
-  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
-  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
-  GPU_DEADLINE=500 CANDIDATES='004_deltanet_cuda*' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
-    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -40
+  eval_copy "004_deltanet_cuda*"
 fi
 echo "== done (t=${SECONDS}s)"
