@@ -1374,15 +1374,36 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           reg_fence(pa);
         }
         D2K_PH(4);  // 4: Q K^T
-        for (int n = 0; n < 8; ++n)
-          for (int hi = 0; hi < 2; ++hi) {
-            const int t = 16 * pw + gq + 8 * hi, i = 8 * n + 2 * tq;
-            const bool live = t < L;
-            const float f = fq[t], Gt = Gc[t];
-            const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-            const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
-            *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+        // This warp's rows t lie in the 16-row block starting at b = 16 pw. Left of that block's diagonal (i < b),
+        // exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both factors of non-positive logs (G falls with t), so a
+        // row factor and a column factor replace the per-element exps; right of it, zeros without arithmetic.
+        const int b = 16 * pw;
+        const float Gb = Gc[b];
+        float rowf[2];
+        for (int hi = 0; hi < 2; ++hi) {
+          const int t = b + gq + 8 * hi;
+          rowf[hi] = t < L ? fq[t] * __expf(Gc[t] - Gb) : 0.f;
+        }
+        for (int n = 0; n < 8; ++n) {
+          const int i = 8 * n + 2 * tq;
+          if (8 * n >= b + 16 || b >= L) {  // above the diagonal block, or rows all past the end (warp-uniform)
+            for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) = 0u;
+          } else if (8 * n < b) {
+            const float c0 = rk[i] * __expf(Gb - Gc[i]), c1 = rk[i + 1] * __expf(Gb - Gc[i + 1]);
+            for (int hi = 0; hi < 2; ++hi)
+              *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) =
+                  pack_bf16(pa[n][2 * hi] * rowf[hi] * c0, pa[n][2 * hi + 1] * rowf[hi] * c1);
+          } else {  // the diagonal block: per-element exps, masked
+            for (int hi = 0; hi < 2; ++hi) {
+              const int t = b + gq + 8 * hi;
+              const bool live = t < L;
+              const float f = fq[t], Gt = Gc[t];
+              const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
+              const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
+              *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+            }
           }
+        }
       } else {
         // P's ten 16 x 16 blocks on or below the diagonal, as build_T's side work, for the warps that would wait
         // (phase 0, after A's rows: warps 0, 1, 2 take 3, 2, 1 blocks; phase 1, during the forward substitution:
