@@ -27,3 +27,5 @@ d2k_cpu_check_004(_ws D2K_WS)
 d2k_cpu_check_004(_ws_wgmma D2K_WS D2K_WS_WGMMA=2)
 # The default with v_new = T y and o += v_new P^T as wgmma too (D2K_WS_WGMMA=3): whole tiles, zeros above the diagonal.
 d2k_cpu_check_004(_wgmma3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3)
+# The default with the packed prep (D2K_PREP_PACK: T's fp32 blocks inside A's matrix, 36 KB of shared memory).
+d2k_cpu_check_004(_prep_pack D2K_PREP_PACK)

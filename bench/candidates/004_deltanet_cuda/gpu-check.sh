@@ -3,7 +3,7 @@
 # i.e. D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 at split 1 and the classic walk's splits; D2K_FUSE_T, D2K_WGMMA, both) and
 # each V split (the automatic one, then 1, 2, 4 forced), the classic walk (D2K_CLASSIC) alone, and the other
 # warp-specialized forms (D2K_WS, with D2K_WS_WGMMA=1, 2, 3; D2K_WS_PREP without wgmma and with D2K_WS_WGMMA=3),
-# every case against the float64 recurrence. Meant as the first thing a device
+# and the packed prep (D2K_PREP_PACK), every case against the float64 recurrence. Meant as the first thing a device
 # call runs, so that a failure names its case, split and variant. Usage: gpu-check.sh   (prints one summary line per build last; exits 1 on any mismatch)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,7 +15,7 @@ for variant in default FUSE_T WGMMA FUSE_T,WGMMA; do
   for split in auto 1 2 4; do builds+=("$variant:$split"); done
 done
 builds+=(CLASSIC:auto CLASSIC:1 WS:auto WS:1 WS,WS_WGMMA:auto WS,WS_WGMMA=2:auto WS,WS_PREP:auto WS,WS_PREP:1
-  WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto)
+  WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto PREP_PACK:auto CLASSIC,PREP_PACK:4)
 # GPU_CHECK_BUILDS="VARIANT:SPLIT ...": only these builds (e.g. "WS,WS_PREP:auto default:auto")
 [[ -n ${GPU_CHECK_BUILDS:-} ]] && read -ra builds <<<"$GPU_CHECK_BUILDS"
 build() {

@@ -128,10 +128,20 @@ constexpr int kWalkSmemFused = kWRs + 3 * 16 * kRRow * 4;
 
 // prep: shared memory layout (bytes)
 constexpr int kPrepThreads = 128;
+#ifdef D2K_PREP_PACK
+// A variant to time (2026-12-06, CPU-checked only): T's fp32 blocks in A's matrix (T_ii over A_ii once inverted,
+// T_ij, i > j, in A's unused block (j, i)), the block products' scratch over the k tile: 36 KB, six CTAs per SM.
+constexpr bool kPrepPack = true;
+constexpr int kPK = 0, kPR = 0, kPA = kTileBytes, kPT = kPA, kPG = kPA + kChunk * kFRow * 4, kPBeta = kPG + 256;
+constexpr int kPGc = kPBeta + 256, kPRk = kPGc + 256;
+constexpr int kPBar = kPRk + 256;  // the k tile's mbarrier
+#else
 // T's fp32 blocks reuse the bytes of the k tile (dead once A is built): 42.5 KB, five CTAs per SM.
+constexpr bool kPrepPack = false;
 constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kPGc = kPBeta + 256;
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
 constexpr int kPBar = kPR + 3 * 16 * kRRow * 4;  // the k tile's mbarrier
+#endif
 constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
 
@@ -589,7 +599,16 @@ __global__ void __launch_bounds__(1024) table_kernel(const int* __restrict__ cu,
 
 // ---------------------------------------------------------------- kernel 2: T per (chunk, head)
 
+// Float offset of T's element (r, c) in its fp32 scratch: row-major, or with kPack the blocks below the diagonal
+// moved to the unused block above it ((i, j) to (j, i), i > j), Tm being A's matrix.
+template <bool kPack>
+__device__ __forceinline__ int tmi(int r, int c) {
+  if (kPack && (r >> 4) > (c >> 4)) return ((c & ~15) + (r & 15)) * kFRow + (r & ~15) + (c & 15);
+  return r * kFRow + c;
+}
+
 // Block (i, j), i > j, of T: T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj, from blocks already in Tm (one warp).
+template <bool kPack>
 __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int j, int lane) {
   const int g = lane >> 2, t = lane & 3;
   float R[2][4] = {};
@@ -597,8 +616,9 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
     for (int s = 0; s < 2; ++s) {
       const float* ar = As + (16 * i + g) * kFRow + 16 * kb + 8 * s + t;
       const u32 a[4] = {tf32(ar[0]), tf32(ar[8 * kFRow]), tf32(ar[4]), tf32(ar[8 * kFRow + 4])};
-      const float* br = Tm + (16 * kb + 8 * s + t) * kFRow + 16 * j + g;
-      for (int nt = 0; nt < 2; ++nt) mma_tf32(R[nt], a, tf32(br[8 * nt]), tf32(br[4 * kFRow + 8 * nt]));
+      const int r0 = 16 * kb + 8 * s + t, c0 = 16 * j + g;
+      for (int nt = 0; nt < 2; ++nt)
+        mma_tf32(R[nt], a, tf32(Tm[tmi<kPack>(r0, c0 + 8 * nt)]), tf32(Tm[tmi<kPack>(r0 + 4, c0 + 8 * nt)]));
     }
   for (int nt = 0; nt < 2; ++nt)
     for (int e = 0; e < 4; ++e) Rs[(g + 8 * (e >> 1)) * kRRow + 8 * nt + 2 * t + (e & 1)] = R[nt][e];
@@ -611,7 +631,7 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
     for (int nt = 0; nt < 2; ++nt) mma_tf32(X[nt], a, tf32(br[8 * nt]), tf32(br[4 * kRRow + 8 * nt]));
   }
   for (int nt = 0; nt < 2; ++nt)
-    for (int e = 0; e < 4; ++e) Tm[(16 * i + g + 8 * (e >> 1)) * kFRow + 16 * j + 8 * nt + 2 * t + (e & 1)] = -X[nt][e];
+    for (int e = 0; e < 4; ++e) Tm[tmi<kPack>(16 * i + g + 8 * (e >> 1), 16 * j + 8 * nt + 2 * t + (e & 1))] = -X[nt][e];
   __syncwarp();
 }
 
@@ -622,7 +642,8 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
 // threads (NT >= 64; tid = 0 .. NT - 1 among them) call it, meeting at sync(); it ends with one. side(phase, warp)
 // is other work for warps that would wait: phase 0 after a warp's rows of A (warp w has w + 1 blocks), phase 1 by
 // warps 2 .. during the forward substitution (warps 0 and 1).
-template <int NT, bool kSwz, bool kOutSwz = false, class Sync, class Side>  // kSwz: k in swz's layout, else toff's
+// kPack: Tm is As (tmi's layout; the diagonal inverses wait for every read of A's diagonal blocks).
+template <int NT, bool kSwz, bool kOutSwz = false, bool kPack = false, class Sync, class Side>  // kSwz: k in swz's layout
 __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
                         float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail, int tid, Sync sync,
                         Side side) {
@@ -654,9 +675,9 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
   sync();
 
   // The four 16 x 16 diagonal blocks of T: forward substitution, one thread per (block, column).
+  const int d = tid >> 4, c = tid & 15;
+  float x[16];
   if (tid < 64) {
-    const int d = tid >> 4, c = tid & 15;
-    float x[16];
 #pragma unroll
     for (int t = 0; t < 16; ++t) {
       float s = t == c ? 1.f : 0.f;
@@ -665,21 +686,24 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
       for (int j = 0; j < t; ++j) s -= ar[j] * x[j];
       x[t] = s;
     }
-#pragma unroll
-    for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
   } else {
     side(1, warp);
   }
+  if constexpr (kPack) sync();  // T_dd goes over A_dd, which the block's other columns read
+  if (tid < 64) {
+#pragma unroll
+    for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
+  }
   sync();
   for (int lev = 1; lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
-    for (int j = warp; j < 4 - lev; j += NT / 32) offdiag_block(As, Tm, Rs + j * 16 * kRRow, j + lev, j, lane);
+    for (int j = warp; j < 4 - lev; j += NT / 32) offdiag_block<kPack>(As, Tm, Rs + j * 16 * kRRow, j + lev, j, lane);
     sync();
   }
 
   for (int i = tid; i < 512; i += NT) {
     const int row = i >> 3, c0 = (i & 7) * 8;
     if (row >= L && !zero_tail) continue;
-    const float* tr = Tm + row * kFRow + c0;
+    const float* tr = Tm + tmi<kPack>(row, c0);  // eight columns inside one 16-column block
     u32 w[4];
     for (int e = 0; e < 4; ++e) {
       const int c = c0 + 2 * e;
@@ -747,8 +771,8 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   __syncthreads();
 
   bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
-  build_T<kPrepThreads, true>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false, tid,
-                              [] { __syncthreads(); }, [](int, int) {});
+  build_T<kPrepThreads, true, false, kPrepPack>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L,
+                                                false, tid, [] { __syncthreads(); }, [](int, int) {});
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
     *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);

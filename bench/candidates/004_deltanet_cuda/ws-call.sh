@@ -12,7 +12,8 @@
 #           default, phase clocks and the walk alone, then `d2k eval` of a copy with the defines given after the part
 #           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`);
 #   part 4 (~3 min): D2K_WS_PREP's producer phases, finer, with P's k-steps in one wgmma batch or two;
-#   part 5 (~5 min): D2K_WS_WGMMA=3 (T y and P v_new by wgmma too), e.g. `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`.
+#   part 5 (~6 min): D2K_WS_WGMMA=3 (T y and P v_new by wgmma too) and D2K_PREP_PACK (six prep CTAs per SM), e.g.
+#           `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -106,16 +107,21 @@ elif [[ $part == 4 ]]; then
   run "cuda, WS_PREP WS_WGMMA=2, walk only" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
 elif [[ $part == 5 ]]; then
-  # (~5 min) D2K_WS_WGMMA=3 (written 2026-12-06, CPU-checked only): T y and P v_new by wgmma in the state warps, fewer
-  # instructions there (if the producer starves for issue slots, it gains too). gpu-check, warm medians against the
-  # classic walk and the default, phases, then `d2k eval` of a copy with the defines given after the part.
-  check_builds "WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto default:auto"
+  # (~6 min) D2K_WS_WGMMA=3 (written 2026-12-06, CPU-checked only): T y and P v_new by wgmma in the state warps, fewer
+  # instructions there (if the producer starves for issue slots, it gains too); D2K_PREP_PACK (same day, CPU-checked
+  # only): the prep in 36 KB, six CTAs per SM. gpu-check, warm medians against the classic walk and the default, the
+  # prep alone, phases, then `d2k eval` of a copy with the defines given after the part.
+  check_builds "WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto default:auto PREP_PACK:auto"
   echo "== warm medians (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
     run "cuda, classic" "$cand" "$w" D2K_CLASSIC
     run "cuda (WS_PREP WS_WGMMA=2)" "$cand" "$w"
     run "cuda, WS_PREP WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+    run "cuda, PREP_PACK" "$cand" "$w" D2K_PREP_PACK
   done
+  w=qwen3_next_h32_16seq_64k
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
   echo "== phase clocks (t=${SECONDS}s)"
   for f in 2 3; do
     timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
