@@ -62,9 +62,8 @@ using bf16 = __nv_bfloat16;
 using u32 = std::uint32_t;
 
 constexpr int kChunk = 64;
-// The default form since 2026-12-06 (H200: 1.845 ms on 16seq_64k against the classic walk's 2.084, d2k eval): the
-// warp-specialized walk with T from the prep and wgmma. -DD2K_CLASSIC: the walk of 2026-12-05; any variant flag
-// (D2K_WS, D2K_FUSE_T, D2K_WGMMA) picks its own form.
+// The default form (the header says why): D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2. -DD2K_CLASSIC: the walk of 2026-12-05;
+// any variant flag (D2K_WS, D2K_FUSE_T, D2K_WGMMA) picks its own form.
 #if !defined(D2K_CLASSIC) && !defined(D2K_WS) && !defined(D2K_FUSE_T) && !defined(D2K_WGMMA)
 #define D2K_WS 1
 #define D2K_WS_PREP 1
@@ -382,29 +381,37 @@ template <int N>
 
 // ---------------------------------------------------------------- wgmma (D2K_WGMMA): S_0 K^T and S_0 Q^T per warpgroup
 
+// A shared-memory address as a descriptor holds it (the emulation's: the offset into the CTA's shared memory).
+__device__ __forceinline__ std::uint64_t desc_addr(const bf16* p) {
+#ifdef D2K_CPU_EMU
+  return static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
+#else
+  return smem_u32(p);
+#endif
+}
+// A 128-byte-swizzled operand's descriptor: 8-row groups 1024 B apart (stride byte offset), leading byte offset lbo.
+__device__ __forceinline__ std::uint64_t sw128_desc_lbo(const bf16* p, unsigned lbo) {
+  return ((desc_addr(p) >> 4) & 0x3fff) | (std::uint64_t(lbo >> 4) << 16) | (std::uint64_t(1024 >> 4) << 32) |
+         (std::uint64_t(1) << 62);
+}
+
 // Shared-memory matrix descriptor of a K-major operand in the no-swizzle canonical layout of toff: core matrices
 // 128 B apart along K (leading byte offset), 8-row groups 2048 B apart along N (stride byte offset).
 __device__ __forceinline__ std::uint64_t kmajor_desc(const bf16* p) {
-#ifdef D2K_CPU_EMU
-  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
-#else
-  const std::uint64_t addr = smem_u32(p);
-#endif
+  const std::uint64_t addr = desc_addr(p);
   return ((addr >> 4) & 0x3fff) | (std::uint64_t(128 >> 4) << 16) | (std::uint64_t(2048 >> 4) << 32);
 }
 
 // The same for a K-major operand as the tensor copies leave it (swz: 128-byte rows, 8-row groups 1024 B apart, the
 // 128-byte swizzle), p at a k-step inside a 64-column half: its start moves by 32 B per 16 columns; the swizzle
 // follows the address bits, as the tensor copy's did, since the tiles are 1024-aligned.
-__device__ __forceinline__ std::uint64_t sw128_desc(const bf16* p) {
-#ifdef D2K_CPU_EMU
-  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
-#else
-  const std::uint64_t addr = smem_u32(p);
-#endif
-  return ((addr >> 4) & 0x3fff) | (std::uint64_t(1) << 16) | (std::uint64_t(1024 >> 4) << 32) |
-         (std::uint64_t(1) << 62);
-}
+__device__ __forceinline__ std::uint64_t sw128_desc(const bf16* p) { return sw128_desc_lbo(p, 16); }
+
+// wgmma's accumulator operands: rows j0 .. j0 + 7 of d ([n][4], one 16 x 8 block per row), read and written.
+#define D2K_ACC4(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+#define D2K_ACC8(d, j0)                                                                                    \
+  D2K_ACC4(d, j0), D2K_ACC4(d, j0 + 1), D2K_ACC4(d, j0 + 2), D2K_ACC4(d, j0 + 3), D2K_ACC4(d, j0 + 4), \
+      D2K_ACC4(d, j0 + 5), D2K_ACC4(d, j0 + 6), D2K_ACC4(d, j0 + 7)
 
 // d (this warp's 16 rows x 64 columns of the warpgroup's 64 x 64 fp32 accumulator, mma C layout per 8-column block)
 // += A B: A from registers (this warp's 16 x 16 slice, the mma A layout), B (16 x 64, K-major) from shared memory.
@@ -418,14 +425,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const u32 (&a)
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : D2K_ACC8(d, 0)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 #endif
 }
@@ -443,45 +443,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_nmajor(float (&d)[16][4], const
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : D2K_ACC8(d, 0), D2K_ACC8(d, 8)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 #endif
 }
 // Descriptor of an N-major operand as the tensor copies leave a 64 x 128 tile (swz): N (the 128 columns) along the
 // 128-byte rows, the second 64-column half 8192 B on (leading byte offset); K (the tile's rows) 128 B apart, 8-row
 // groups 1024 B apart (stride byte offset); 128-byte swizzle. p at row 16 j of the tile (1024-aligned: base offset 0).
-__device__ __forceinline__ std::uint64_t nmajor_sw128_desc(const bf16* p) {
-#ifdef D2K_CPU_EMU
-  const std::uint64_t addr = static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(p) - emu::t_cta->smem);
-#else
-  const std::uint64_t addr = smem_u32(p);
-#endif
-  return ((addr >> 4) & 0x3fff) | (std::uint64_t(8192 >> 4) << 16) | (std::uint64_t(1024 >> 4) << 32) |
-         (std::uint64_t(1) << 62);
-}
-__device__ __forceinline__ void reg_fence(float (&d)[16][4]) {
-#ifndef D2K_CPU_EMU
-  for (int j = 0; j < 16; ++j)
-    asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])::"memory");
-#else
-  (void)d;
-#endif
-}
+__device__ __forceinline__ std::uint64_t nmajor_sw128_desc(const bf16* p) { return sw128_desc_lbo(p, 8192); }
 __device__ __forceinline__ void wgmma_fence() {
 #ifndef D2K_CPU_EMU
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -494,9 +463,10 @@ __device__ __forceinline__ void wgmma_commit_and_wait() {
 }
 // Keeps registers alive (and unmoved) up to this point: wgmma reads its A registers and writes its accumulators
 // asynchronously, so the compiler must neither reuse the former nor read the latter before the wait.
-__device__ __forceinline__ void reg_fence(float (&d)[8][4]) {
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&d)[N][4]) {
 #ifndef D2K_CPU_EMU
-  for (int j = 0; j < 8; ++j) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])::"memory");
+  for (int j = 0; j < N; ++j) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])::"memory");
 #else
   (void)d;
 #endif
