@@ -144,7 +144,9 @@ int run(const Case& cs, unsigned seed, int split) {
       }
     }
   const double rms_ref = std::sqrt(ref2 / n), rel_rms = std::sqrt(err2 / n) / rms_ref, rel_max = max_err / rms_ref;
-  const bool ok = bad == 0 && rel_rms < 0.05 && rel_max < 2.0;
+  // Every form measured rms 0.0033-0.0036 and max <= 0.048 (CPU and H200, 2026-12-06): about 3x and 5x headroom, so
+  // that a wrong decay factor or mask shows.
+  const bool ok = bad == 0 && rel_rms < 0.01 && rel_max < 0.25;
   std::printf("%-20s split %d  T %5d H %d B %d: error rms %.4f, max %.3f (of the output's rms %.4f), NaN %ld: %s\n",
               cs.name, split, T, H, B, rel_rms, rel_max, rms_ref, bad, ok ? "ok" : "MISMATCH");
   return ok ? 0 : 1;

@@ -141,6 +141,12 @@ constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kP
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
 constexpr int kPBar = kPR + 3 * 16 * kRRow * 4;  // the k tile's mbarrier
 #endif
+#ifdef D2K_PREP_MMA
+constexpr bool kPrepWg = false;  // a variant to time: A's Gram matrix on mma.sync, as before 2026-12-06's ncu run
+#else
+constexpr bool kPrepWg = true;  // A's Gram matrix by wgmma (the mma.sync form's address and branch work was half the
+                                // prep's instructions, ncu on an H100)
+#endif
 constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
 
@@ -217,6 +223,18 @@ __device__ __forceinline__ u32 tf32(float f) {
 #else
   u32 r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+#endif
+}
+
+// exp(x) for the decays (x <= 0 where it matters): one multiply and ex2.approx.ftz, whose flush of results below
+// 2^-126 to zero is the right value of a vanished decay (__expf without fast-math adds a range fix-up of 3 instructions).
+__device__ __forceinline__ float exp_dec(float x) {
+#ifdef D2K_CPU_EMU
+  return std::exp(x);
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
   return r;
 #endif
 }
@@ -487,6 +505,27 @@ __device__ __forceinline__ void fence_proxy_async() {
 
 // ---------------------------------------------------------------- shared pieces of prep and walk
 
+// acc = R C^T for rows 16w .. 16w + 15 (warp w of a warpgroup; all four call it) of a 64 x 64 product over 128
+// columns, R and C 64 x 128 tiles in swz's layout (1024-aligned halves): R's rows through ldmatrix, C straight from its
+// tile as wgmma's K-major B, kBatch k-steps per wait. The accumulator has the mma C layout per 8-column block.
+template <int kBatch>
+__device__ __forceinline__ void gram_wgmma(float (&acc)[8][4], const bf16* R, const bf16* C, int w, int lane) {
+  static_assert(8 % kBatch == 0, "k-steps come in equal batches");
+  const int ar = 16 * w + (lane & 7) + 8 * ((lane >> 3) & 1), ac = 8 * (lane >> 4);
+  for (int n = 0; n < 8; ++n)
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+  for (int kb = 0; kb < 8; kb += kBatch) {
+    u32 a[kBatch][4];
+    for (int j = 0; j < kBatch; ++j) ldsm_x4(a[j], R + swz(ar, 16 * (kb + j) + ac));
+    wgmma_fence();
+    for (int j = 0; j < kBatch; ++j)
+      wgmma_m64n64k16(acc, a[j], sw128_desc(C + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
+    wgmma_commit_and_wait();
+    for (int j = 0; j < kBatch; ++j) reg_fence(a[j]);
+    reg_fence(acc);
+  }
+}
+
 // Sum of squares of chunks c8 .. c8 + NV - 1 (8 bf16 each) of a tile's row (several threads share a row).
 template <int NV, bool kSwz = false>  // kSwz: the tile in swz's layout (else toff's core matrices)
 __device__ __forceinline__ float partial_sumsq(const bf16* tile, int row, int c8) {
@@ -613,13 +652,52 @@ __device__ void offdiag_block(const float* As, float* Tm, float* Rs, int i, int 
 // is other work for warps that would wait: phase 0 after a warp's rows of A (warp w has w + 1 blocks), phase 1 by
 // warps 2 .. during the forward substitution (warps 0 and 1).
 // kPack: Tm is As (tmi's layout; the diagonal inverses wait for every read of A's diagonal blocks).
-template <int NT, bool kSwz, bool kOutSwz = false, bool kPack = false, class Sync, class Side>  // kSwz: k in swz's layout
+// kWg: A's Gram matrix by wgmma (NT = 128, one warpgroup) and its factors without branches per element.
+template <int NT, bool kSwz, bool kOutSwz = false, bool kPack = false, bool kWg = false, class Sync,
+          class Side>  // kSwz: k in swz's layout
 __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const float* rk, float* As, float* Tm,
                         float* Rs, bf16* Tout, long out_stride, int L, bool zero_tail, int tid, Sync sync,
                         Side side) {
   const int lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  if constexpr (kWg) {
+    static_assert(NT == 128 && kSwz, "one warpgroup, k as the tensor copies leave it");
+    float acc[8][4];
+    gram_wgmma<4>(acc, Ks, Ks, warp, lane);
+    // Rows t of block b = 16 warp. Left of the diagonal block, exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both
+    // logs non-positive (G falls with t): a row factor times a column factor; in it, per-element exps of the clamped
+    // difference and a select for i < t; right of it, zeros.
+    const int b = 16 * warp;
+    const float Gb = Gc[b];
+    float Gt[2], rt[2], rowf[2];
+    for (int hi = 0; hi < 2; ++hi) {
+      const int t = b + gq + 8 * hi;
+      Gt[hi] = Gc[t];
+      rt[hi] = bs[t] * rk[t];
+      rowf[hi] = rt[hi] * exp_dec(Gt[hi] - Gb);
+    }
+    for (int n = 0; n < 8; ++n) {
+      const int i = 8 * n + 2 * tq;
+      float2 v[2] = {make_float2(0.f, 0.f), make_float2(0.f, 0.f)};
+      if (8 * n < b + 16) {  // warp-uniform
+        const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
+        if (8 * n < b) {
+          const float c0 = ri.x * exp_dec(Gb - Gi.x), c1 = ri.y * exp_dec(Gb - Gi.y);
+          for (int hi = 0; hi < 2; ++hi)
+            v[hi] = make_float2(acc[n][2 * hi] * rowf[hi] * c0, acc[n][2 * hi + 1] * rowf[hi] * c1);
+        } else {
+          for (int hi = 0; hi < 2; ++hi) {
+            const int t = b + gq + 8 * hi;
+            const float e0 = exp_dec(fminf(Gt[hi] - Gi.x, 0.f)), e1 = exp_dec(fminf(Gt[hi] - Gi.y, 0.f));
+            const float a0 = acc[n][2 * hi] * rt[hi] * ri.x * e0, a1 = acc[n][2 * hi + 1] * rt[hi] * ri.y * e1;
+            v[hi] = make_float2(i < t ? a0 : 0.f, i + 1 < t ? a1 : 0.f);
+          }
+        }
+      }
+      for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<float2*>(As + (b + gq + 8 * hi) * kFRow + i) = v[hi];
+    }
+  }
   // A: warp w computes rows 16w..16w+15 (warps 4.. idle).
-  for (int mt = warp; mt < 4; mt += NT / 32) {
+  for (int mt = warp; !kWg && mt < 4; mt += NT / 32) {
     float acc[8][4] = {};
     for (int ks = 0; ks < 8; ++ks) {
       u32 a[4];
@@ -685,6 +763,45 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
   sync();
 }
 
+// D2K_PREP_PHASES (a timing variant): thread 0 of every prep CTA sums clock64 deltas between the prep's barriers (its
+// critical path: 0 the loads, 1 norms and cumsum, then build_T's barriers, the last phase the row tails) and the CTA's
+// lifetime (globaltimer); the host prints the means and the kernel's time after the prep.
+#if defined(D2K_PREP_PHASES) && !defined(D2K_CPU_EMU)
+constexpr int kPrepPhases = 10;
+__device__ unsigned long long g_prep_cycles[kPrepPhases];
+__device__ unsigned long long g_prep_ns;    // CTA lifetimes summed
+__device__ unsigned long long g_prep_ctas;  // CTAs that built a T
+#define D2K_PP_DECL                                            \
+  long long pp_last = clock64();                               \
+  unsigned long long pp_t0;                                    \
+  int pp_i = 0;                                                \
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(pp_t0));
+#define D2K_PP()                                                                      \
+  do {                                                                                \
+    if (tid == 0) {                                                                   \
+      const long long now = clock64();                                                \
+      atomicAdd(&g_prep_cycles[pp_i < kPrepPhases ? pp_i : kPrepPhases - 1],          \
+                static_cast<unsigned long long>(now - pp_last));                      \
+      pp_last = now;                                                                  \
+    }                                                                                 \
+    ++pp_i;                                                                           \
+  } while (0)
+#define D2K_PP_END                                             \
+  do {                                                         \
+    D2K_PP();                                                  \
+    if (tid == 0) {                                            \
+      unsigned long long pp_t1;                                \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(pp_t1)); \
+      atomicAdd(&g_prep_ns, pp_t1 - pp_t0);                    \
+      atomicAdd(&g_prep_ctas, 1ull);                           \
+    }                                                          \
+  } while (0)
+#else
+#define D2K_PP_DECL
+#define D2K_PP() static_cast<void>(0)
+#define D2K_PP_END static_cast<void>(0)
+#endif
+
 // The k tile comes through mk (a tensor map over k).
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restrict__ g, const float* __restrict__ beta,
                                                             const int* __restrict__ tbl, bf16* __restrict__ Tg, int H,
@@ -695,6 +812,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   if (slot >= tbl[0]) return;  // the whole CTA leaves together
   const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot], h = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  D2K_PP_DECL
   bf16* Ks = reinterpret_cast<bf16*>(sm + kPK);
   float* gs = reinterpret_cast<float*>(sm + kPG);
   float* bs = reinterpret_cast<float*>(sm + kPBeta);
@@ -726,6 +844,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
     zero_swz_rows(sm + kPK, 1, L, tid, kPrepThreads);
     __syncthreads();
   }
+  D2K_PP();
 
   {
     float ss = partial_sumsq<8, true>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
@@ -740,12 +859,17 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   }
   __syncthreads();
 
+  D2K_PP();
   bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
-  build_T<kPrepThreads, true, false, kPrepPack>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L,
-                                                false, tid, [] { __syncthreads(); }, [](int, int) {});
+  build_T<kPrepThreads, true, false, kPrepPack, kPrepWg>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L,
+                                                false, tid, [&] {
+                                                  __syncthreads();
+                                                  D2K_PP();
+                                                }, [](int, int) {});
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
     *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
+  D2K_PP_END;
 }
 
 // ---------------------------------------------------------------- kernel 3: the walk per (sequence, head)
@@ -1290,11 +1414,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     auto token_factors = [&](float* F, int L) {
       if (ptid >= 64) return;
       const float *Gc = F, *fq = F + 64, *rk = F + 128, *bs = F + 192;
-      const float GC = Gc[L - 1], Gt = Gc[ptid], egt = __expf(Gt);
-      F[256 + ptid] = bs[ptid] * egt * rk[ptid];  // fy
-      F[320 + ptid] = egt * fq[ptid];             // fo
-      F[384 + ptid] = __expf(GC - Gt) * rk[ptid];  // fs
-      if (ptid == 0) F[448] = __expf(GC);
+      const float GC = Gc[L - 1], Gt = Gc[ptid], egt = exp_dec(Gt);
+      F[256 + ptid] = bs[ptid] * egt * rk[ptid];           // fy
+      F[320 + ptid] = egt * fq[ptid];                      // fo
+      F[384 + ptid] = exp_dec(fminf(GC - Gt, 0.f)) * rk[ptid];  // fs (0 past the end, where rk is)
+      if (ptid == 0) F[448] = exp_dec(GC);
     };
     // Per-token inputs of the next chunk, loaded an iteration early (zeros past the end): with kWsPrepT the prep's
     // tail of T's rows (G_t, beta_t, rk_t) for token ptid (threads 0-63); else g (threads 0-63) and beta (64-127) of
@@ -1355,48 +1479,41 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         // P = scale (q.k) rq_t rk_i exp(G_t - G_i), i <= t < L: Q K^T by the warpgroup's wgmma (this warp's 16 rows
         // of Q through ldmatrix, K straight from its tile), kPBatch k-steps per wait; zeros above the diagonal.
         float pa[8][4];
-        for (int n = 0; n < 8; ++n)
-          for (int e = 0; e < 4; ++e) pa[n][e] = 0.f;
-        for (int kb = 0; kb < 8; kb += kPBatch) {
-          u32 a[kPBatch][4];
-          for (int j = 0; j < kPBatch; ++j) ldsm_x4(a[j], Qs + swz(16 * pw + a_row, 16 * (kb + j) + a_col));
-          wgmma_fence();
-          for (int j = 0; j < kPBatch; ++j)
-            wgmma_m64n64k16(pa, a[j], sw128_desc(Ks + ((kb + j) >> 2) * 4096 + ((kb + j) & 3) * 16));
-          wgmma_commit_and_wait();
-          for (int j = 0; j < kPBatch; ++j) reg_fence(a[j]);
-          reg_fence(pa);
-        }
+        gram_wgmma<kPBatch>(pa, Qs, Ks, pw, lane);
         D2K_PH(4);  // 4: Q K^T
         // This warp's rows t lie in the 16-row block starting at b = 16 pw. Left of that block's diagonal (i < b),
         // exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both factors of non-positive logs (G falls with t), so a
-        // row factor and a column factor replace the per-element exps; right of it, zeros without arithmetic.
+        // row factor and a column factor replace the per-element exps; in it, per-element exps of the clamped
+        // difference and selects (no branch per element: ncu saw the branchy form issue once per ~9 cycles); right
+        // of it, zeros. Rows past the end get factor 0 (their G is 0 there: clamped, no overflow).
         const int b = 16 * pw;
         const float Gb = Gc[b];
-        float rowf[2];
+        float Gt[2], ft[2], rowf[2];
         for (int hi = 0; hi < 2; ++hi) {
           const int t = b + gq + 8 * hi;
-          rowf[hi] = t < L ? fq[t] * __expf(Gc[t] - Gb) : 0.f;
+          Gt[hi] = Gc[t];
+          ft[hi] = t < L ? fq[t] : 0.f;
+          rowf[hi] = ft[hi] * exp_dec(fminf(Gt[hi] - Gb, 0.f));
         }
         for (int n = 0; n < 8; ++n) {
           const int i = 8 * n + 2 * tq;
-          if (8 * n >= b + 16 || b >= L) {  // above the diagonal block, or rows all past the end (warp-uniform)
-            for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) = 0u;
-          } else if (8 * n < b) {
-            const float c0 = rk[i] * __expf(Gb - Gc[i]), c1 = rk[i + 1] * __expf(Gb - Gc[i + 1]);
-            for (int hi = 0; hi < 2; ++hi)
-              *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) =
-                  pack_bf16(pa[n][2 * hi] * rowf[hi] * c0, pa[n][2 * hi + 1] * rowf[hi] * c1);
-          } else {  // the diagonal block: per-element exps, masked
-            for (int hi = 0; hi < 2; ++hi) {
-              const int t = b + gq + 8 * hi;
-              const bool live = t < L;
-              const float f = fq[t], Gt = Gc[t];
-              const float p0 = live && i <= t ? pa[n][2 * hi] * f * rk[i] * __expf(Gt - Gc[i]) : 0.f;
-              const float p1 = live && i + 1 <= t ? pa[n][2 * hi + 1] * f * rk[i + 1] * __expf(Gt - Gc[i + 1]) : 0.f;
-              *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(p0, p1);
+          u32 w[2] = {0u, 0u};
+          if (8 * n < b + 16 && b < L) {  // warp-uniform
+            const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
+            if (8 * n < b) {
+              const float c0 = ri.x * exp_dec(Gb - Gi.x), c1 = ri.y * exp_dec(Gb - Gi.y);
+              for (int hi = 0; hi < 2; ++hi)
+                w[hi] = pack_bf16(pa[n][2 * hi] * rowf[hi] * c0, pa[n][2 * hi + 1] * rowf[hi] * c1);
+            } else {  // the diagonal block
+              for (int hi = 0; hi < 2; ++hi) {
+                const int t = b + gq + 8 * hi;
+                const float e0 = exp_dec(fminf(Gt[hi] - Gi.x, 0.f)), e1 = exp_dec(fminf(Gt[hi] - Gi.y, 0.f));
+                const float p0 = pa[n][2 * hi] * ft[hi] * ri.x * e0, p1 = pa[n][2 * hi + 1] * ft[hi] * ri.y * e1;
+                w[hi] = pack_bf16(i <= t ? p0 : 0.f, i + 1 <= t ? p1 : 0.f);
+              }
             }
           }
+          for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) = w[hi];
         }
       } else {
         // P's ten 16 x 16 blocks on or below the diagonal, as build_T's side work, for the warps that would wait
@@ -1731,9 +1848,44 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // (~13 us) runs in both, so the walk alone still walks the real order.
   D2K_LAUNCH(table_kernel, dim3(1), dim3(1024), 8192, stream)(cu, static_cast<int>(B), tbl, n_slots);
 #ifndef D2K_ONLY_WALK
+#if defined(D2K_PREP_PHASES) && !defined(D2K_CPU_EMU)
+  cudaEvent_t pp_ev[2];
+  if (prep) {
+    static const unsigned long long zero[kPrepPhases + 2] = {};
+    cudaMemcpyToSymbolAsync(g_prep_cycles, zero, 8 * kPrepPhases, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_prep_ns, zero, 8, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_prep_ctas, zero, 8, 0, cudaMemcpyHostToDevice, stream);
+    cudaEventCreate(&pp_ev[0]);
+    cudaEventCreate(&pp_ev[1]);
+    cudaEventRecord(pp_ev[0], stream);
+  }
+#endif
   if (prep)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(g, beta, tbl, Tg, h, eps, n_slots,
                                                                                      maps[1]);
+#if defined(D2K_PREP_PHASES) && !defined(D2K_CPU_EMU)
+  if (prep) {
+    unsigned long long cyc[kPrepPhases], ns = 0, ctas = 0;
+    float ms = 0.f;
+    int sms = 0, dev = 0;
+    cudaEventRecord(pp_ev[1], stream);
+    cudaEventSynchronize(pp_ev[1]);
+    cudaEventElapsedTime(&ms, pp_ev[0], pp_ev[1]);
+    cudaEventDestroy(pp_ev[0]);
+    cudaEventDestroy(pp_ev[1]);
+    cudaMemcpyFromSymbol(cyc, g_prep_cycles, sizeof cyc);
+    cudaMemcpyFromSymbol(&ns, g_prep_ns, 8);
+    cudaMemcpyFromSymbol(&ctas, g_prep_ctas, 8);
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    // resident CTAs per SM on average: the CTAs' lifetimes summed over (SMs x the kernel's time)
+    std::fprintf(stderr, "prep phases: thread 0's cycles per CTA:");
+    for (int i = 0; i < kPrepPhases; ++i)
+      if (cyc[i]) std::fprintf(stderr, " %d:%.0f", i, ctas ? double(cyc[i]) / ctas : 0.0);
+    std::fprintf(stderr, "; CTA lifetime %.0f ns, %llu CTAs, kernel %.3f ms, mean resident CTAs per SM %.2f\n",
+                 ctas ? double(ns) / ctas : 0.0, ctas, ms, ms > 0 ? double(ns) / (1e6 * ms * sms) : 0.0);
+  }
+#endif
 #endif
 #ifndef D2K_ONLY_PREP
   auto walk = split == 1 ? launch_walk<8, kFuse> : split == 2 ? launch_walk<4, kFuse> : launch_walk<2, kFuse>;

@@ -13,7 +13,9 @@
 #           (e.g. `3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2`);
 #   part 4 (~3 min): D2K_WS_PREP's producer phases, finer, with P's k-steps in one wgmma batch or two;
 #   part 5 (~6 min): D2K_WS_WGMMA=3 (T y and P v_new by wgmma too) and D2K_PREP_PACK (six prep CTAs per SM), e.g.
-#           `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`.
+#           `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`; the prep's phases (D2K_PREP_PHASES) too;
+#   part 6 (~5 min): the prep's Gram by wgmma and the branch-free P epilogue (after ncu-call.sh), e.g. `6 D2K_PREP_PACK`;
+#   part 7 (~3 min): the default's record on the machine: warm medians and `d2k eval` of the candidate itself.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -122,6 +124,12 @@ elif [[ $part == 5 ]]; then
   w=qwen3_next_h32_16seq_64k
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
   run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
+  echo "== prep phases (t=${SECONDS}s)"
+  for extra in "" "--define D2K_PREP_PACK"; do
+    # shellcheck disable=SC2086  # extra is zero or two words
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
+  done
   echo "== phase clocks (t=${SECONDS}s)"
   for f in 2 3; do
     timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
@@ -129,6 +137,49 @@ elif [[ $part == 5 ]]; then
       tail -1
   done
   eval_copy "004_deltanet_cuda_ws"
+elif [[ $part == 6 ]]; then
+  # (~5 min, eighteenth session) after ncu (H100): the prep's Gram matrix by wgmma with branch-free factors (default;
+  # D2K_PREP_MMA the mma.sync form), the producer's P epilogue branch-free with ex2.approx.ftz. gpu-check, warm
+  # medians (default, WGMMA=3, PREP_PACK, both, PREP_MMA), the prep alone and its phases, the walk's phases, then
+  # `d2k eval` of a copy with the defines given after the part.
+  check_builds "default:auto default:1 PREP_PACK:auto PREP_MMA:auto WS,WS_PREP,WS_WGMMA=3:auto PREP_PACK,WS,WS_PREP,WS_WGMMA=3:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  for w in "${workloads[@]}"; do
+    run "cuda (default)" "$cand" "$w"
+    run "cuda, WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+    run "cuda, PREP_PACK" "$cand" "$w" D2K_PREP_PACK
+    run "cuda, PREP_PACK WS_WGMMA=3" "$cand" "$w" D2K_PREP_PACK D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+  done
+  w=qwen3_next_h32_16seq_64k
+  run "cuda, PREP_MMA (the old prep)" "$cand" "$w" D2K_PREP_MMA
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
+  run "cuda, prep only, PREP_MMA" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_MMA
+  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  echo "== prep phases (t=${SECONDS}s)"
+  for extra in "" "--define D2K_PREP_PACK"; do
+    # shellcheck disable=SC2086  # extra is zero or two words
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 \
+      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
+  done
+  echo "== walk phase clocks (t=${SECONDS}s)"
+  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_PHASES 2>&1 |
+    grep -E "^phases|rror" | tail -1
+  eval_copy "004_deltanet_cuda_ws"
+elif [[ $part == 7 ]]; then
+  # (~3 min) the record of the default on this machine: warm medians (default, WGMMA=3, classic; the prep and the walk
+  # alone) on 16seq_64k, then `d2k eval` of the candidate itself.
+  w=qwen3_next_h32_16seq_64k
+  echo "== warm medians (t=${SECONDS}s)"
+  run "cuda (default)" "$cand" "$w"
+  run "cuda, WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+  run "cuda, classic" "$cand" "$w" D2K_CLASSIC
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  echo "== d2k eval: the default (t=${SECONDS}s)"
+  GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES="004_deltanet_cuda" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
+    sed -n '/^== summary/,$p'
 else
   eval_copy "004_deltanet_cuda*"
 fi
