@@ -29,3 +29,6 @@ d2k_cpu_check_004(_ws_wgmma D2K_WS D2K_WS_WGMMA=2)
 d2k_cpu_check_004(_wgmma3 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3)
 # The default with the packed prep (D2K_PREP_PACK: T's fp32 blocks inside A's matrix, 36 KB of shared memory).
 d2k_cpu_check_004(_prep_pack D2K_PREP_PACK)
+# The persistent prep (D2K_PREP_PERSIST: two k tiles, the next item's copies in flight), on three CTAs so that each
+# walks many items and both tiles' mbarrier phases turn over.
+d2k_cpu_check_004(_prep_persist D2K_PREP_PERSIST D2K_PREP_GRID=3)

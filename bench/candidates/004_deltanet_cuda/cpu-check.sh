@@ -4,7 +4,8 @@
 # prep and wgmma) and with its variants' flags (D2K_CLASSIC: the walk of 2026-12-05; D2K_FUSE_T: it builds T
 # itself; D2K_WGMMA: its S_0 K^T and S_0 Q^T through wgmma; D2K_WS: the warp-specialized walk building T, with
 # D2K_WS_WGMMA=1, 2 or 3 its wgmma forms; D2K_WS_PREP without wgmma, or with D2K_WS_WGMMA=3; D2K_PREP_PACK, the
-# prep with T's blocks in A's matrix). The emulation does not catch a missing barrier between threads' reads and
+# prep with T's blocks in A's matrix; D2K_PREP_MMA, the prep's Gram matrix on mma.sync; D2K_PREP_PERSIST, the
+# persistent prep, on three CTAs). The emulation does not catch a missing barrier between threads' reads and
 # writes of the same shared words (it passed with the packed prep's barrier removed): the GPU check does. No GPU needed. Usage: cpu-check.sh [--quick]
 # (--quick: fewer cases; the default, CLASSIC, WS, WS with WS_WGMMA=2, and FUSE_T with WGMMA)
 set -euo pipefail
@@ -14,7 +15,7 @@ out="${TMPDIR:-/tmp}/d2k-004-cpu-check"
 variants=("" -DD2K_CLASSIC -DD2K_WS "-DD2K_WS -DD2K_WS_WGMMA=2" "-DD2K_FUSE_T -DD2K_WGMMA")
 [[ ${1:-} == --quick ]] || variants+=("-DD2K_WS -DD2K_WS_WGMMA=1" "-DD2K_WS -DD2K_WS_PREP" "-DD2K_WS -DD2K_WS_WGMMA=3")
 [[ ${1:-} == --quick ]] || variants+=("-DD2K_WS -DD2K_WS_PREP -DD2K_WS_WGMMA=3" -DD2K_PREP_PACK)
-[[ ${1:-} == --quick ]] || variants+=(-DD2K_FUSE_T -DD2K_WGMMA)
+[[ ${1:-} == --quick ]] || variants+=(-DD2K_FUSE_T -DD2K_WGMMA -DD2K_PREP_MMA "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3")
 rc=0
 for variant in "${variants[@]}"; do
   echo "== solution.cu ${variant:-(default)}"

@@ -141,6 +141,19 @@ constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kP
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
 constexpr int kPBar = kPR + 3 * 16 * kRRow * 4;  // the k tile's mbarrier
 #endif
+// D2K_PREP_PERSIST (2026-12-06, a variant to time): persistent prep CTAs, each walking (chunk, head) items with the
+// next item's k tile in flight while it builds the current one's T (ncu and the phase clocks saw the one-item CTAs
+// wait ~7k of ~21k cycles for their loads). Two k tiles (the block products' scratch over the current one), T's
+// blocks in A's matrix as in D2K_PREP_PACK: 52 KB, four CTAs per SM.
+constexpr int kQK = 0, kQA = 2 * kTileBytes, kQG = kQA + kChunk * kFRow * 4, kQBeta = kQG + 256, kQGc = kQBeta + 256;
+constexpr int kQRk = kQGc + 256, kQBar = kQRk + 256;  // two mbarriers, one per k tile
+constexpr int kPrepPersistSmem = kQBar + 16 + 1024;
+constexpr int kPrepPersistCtas = 4;  // per SM: (228 KB) / (kPrepPersistSmem + 1 KB reserved), registers allowing
+#ifdef D2K_PREP_PERSIST
+constexpr bool kPrepPersist = true;
+#else
+constexpr bool kPrepPersist = false;
+#endif
 #ifdef D2K_PREP_MMA
 constexpr bool kPrepWg = false;  // a variant to time: A's Gram matrix on mma.sync, as before 2026-12-06's ncu run
 #else
@@ -769,8 +782,9 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
 #if defined(D2K_PREP_PHASES) && !defined(D2K_CPU_EMU)
 constexpr int kPrepPhases = 10;
 __device__ unsigned long long g_prep_cycles[kPrepPhases];
-__device__ unsigned long long g_prep_ns;    // CTA lifetimes summed
-__device__ unsigned long long g_prep_ctas;  // CTAs that built a T
+__device__ unsigned long long g_prep_ns;     // CTA lifetimes summed
+__device__ unsigned long long g_prep_ctas;   // CTAs that built a T
+__device__ unsigned long long g_prep_items;  // (chunk, head) items built
 #define D2K_PP_DECL                                            \
   long long pp_last = clock64();                               \
   unsigned long long pp_t0;                                    \
@@ -786,6 +800,11 @@ __device__ unsigned long long g_prep_ctas;  // CTAs that built a T
     }                                                                                 \
     ++pp_i;                                                                           \
   } while (0)
+#define D2K_PP_ITEM                                            \
+  do {                                                         \
+    pp_i = 0;                                                  \
+    if (tid == 0) atomicAdd(&g_prep_items, 1ull);              \
+  } while (0)
 #define D2K_PP_END                                             \
   do {                                                         \
     D2K_PP();                                                  \
@@ -799,10 +818,36 @@ __device__ unsigned long long g_prep_ctas;  // CTAs that built a T
 #else
 #define D2K_PP_DECL
 #define D2K_PP() static_cast<void>(0)
+#define D2K_PP_ITEM static_cast<void>(0)
 #define D2K_PP_END static_cast<void>(0)
 #endif
 
-// The k tile comes through mk (a tensor map over k).
+// One (chunk, head) item's T from its k tile Ks (rows past L zeroed and fenced for wgmma), gs and bs (zeros past L):
+// k's norms, G's cumsum, build_T, the rows' tails. sync() is the CTA's barrier (it also clocks D2K_PREP_PHASES).
+template <bool kPack, class Sync>  // kPack: T's blocks in A's matrix (Tm == As)
+__device__ void prep_item(const bf16* Ks, const float* gs, const float* bs, float* Gc, float* rk, float* As, float* Tm,
+                          float* Rs, bf16* Trow, int H, int L, float eps, int tid, Sync sync) {
+  const int lane = tid & 31, warp = tid >> 5;
+  {
+    float ss = partial_sumsq<8, true>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
+    if (warp == 0) {
+      float G_even, G_odd;
+      warp_cumsum64(gs, lane, G_even, G_odd);
+      Gc[2 * lane] = G_even;
+      Gc[2 * lane + 1] = G_odd;
+    }
+  }
+  sync();
+  build_T<kPrepThreads, true, false, kPack, kPrepWg>(
+      Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false, tid, sync, [](int, int) {});
+  if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
+    *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
+        make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
+}
+
+// One CTA per (chunk, head); the k tile comes through mk (a tensor map over k).
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restrict__ g, const float* __restrict__ beta,
                                                             const int* __restrict__ tbl, bf16* __restrict__ Tg, int H,
                                                             float eps, int n_slots, const __grid_constant__ TmaMap mk) {
@@ -811,16 +856,12 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   const int slot = blockIdx.x;
   if (slot >= tbl[0]) return;  // the whole CTA leaves together
   const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot], h = blockIdx.y;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x;
   D2K_PP_DECL
+  D2K_PP_ITEM;
   bf16* Ks = reinterpret_cast<bf16*>(sm + kPK);
   float* gs = reinterpret_cast<float*>(sm + kPG);
   float* bs = reinterpret_cast<float*>(sm + kPBeta);
-  float* Gc = reinterpret_cast<float*>(sm + kPGc);
-  float* rk = reinterpret_cast<float*>(sm + kPRk);
-  float* As = reinterpret_cast<float*>(sm + kPA);
-  float* Tm = reinterpret_cast<float*>(sm + kPT);
-  float* Rs = reinterpret_cast<float*>(sm + kPR);
 
   // The k tile by two tensor copies (cp.async of 16 KB per CTA, five CTAs per SM, waited on the load/store unit,
   // as the walk did), g and beta by cp.async.
@@ -842,33 +883,83 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   mbar_wait(bar, 0);
   if (L < kChunk) {
     zero_swz_rows(sm + kPK, 1, L, tid, kPrepThreads);
+    fence_proxy_async();  // the zeroed rows before wgmma reads them
     __syncthreads();
   }
   D2K_PP();
+  prep_item<kPrepPack>(Ks, gs, bs, reinterpret_cast<float*>(sm + kPGc), reinterpret_cast<float*>(sm + kPRk),
+            reinterpret_cast<float*>(sm + kPA), reinterpret_cast<float*>(sm + kPT), reinterpret_cast<float*>(sm + kPR),
+            Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
+              __syncthreads();
+              D2K_PP();
+            });
+  D2K_PP_END;
+}
 
-  {
-    float ss = partial_sumsq<8, true>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
-    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-    if ((tid & 1) == 0) rk[tid >> 1] = rsqrtf(ss + eps);
-    if (warp == 0) {
-      float G_even, G_odd;
-      warp_cumsum64(gs, lane, G_even, G_odd);
-      Gc[2 * lane] = G_even;
-      Gc[2 * lane + 1] = G_odd;
-    }
+// D2K_PREP_PERSIST: gridDim.x CTAs walk the items it = blockIdx.x + i gridDim.x (it = slot H + head) with two k
+// tiles: item i + 1's tensor copies land while item i is built, item i + 2's are issued once item i's tile is dead.
+// g and beta come through registers an item ahead.
+__global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_kernel(const float* __restrict__ g,
+                                                                    const float* __restrict__ beta,
+                                                                    const int* __restrict__ tbl,
+                                                                    bf16* __restrict__ Tg, int H, float eps,
+                                                                    int n_slots, const __grid_constant__ TmaMap mk) {
+  D2K_DYN_SMEM(sm_raw);
+  unsigned char* const sm = align1024(sm_raw);
+  const int n_items = tbl[0] * H, stride = static_cast<int>(gridDim.x);
+  int it = blockIdx.x;
+  if (it >= n_items) return;  // the whole CTA leaves together
+  const int tid = threadIdx.x;
+  D2K_PP_DECL
+  float* gs = reinterpret_cast<float*>(sm + kQG);
+  float* bs = reinterpret_cast<float*>(sm + kQBeta);
+  auto k_tile = [&](int s) { return reinterpret_cast<bf16*>(sm + kQK + s * kTileBytes); };
+  auto bar = [&](int s) { return sm + kQBar + 8 * s; };
+  auto issue = [&](int item, int s) {  // thread 0
+    const int slot = item / H, t0 = tbl[1 + slot];
+    mbar_arrive_expect_tx(bar(s), kTileBytes);
+    tma_load_3d(k_tile(s), mk, 0, item % H, t0, bar(s));
+    tma_load_3d(k_tile(s) + kTileBytes / 4, mk, 64, item % H, t0, bar(s));
+  };
+  auto load_gb = [&](int item) {  // g (threads 0-63) or beta (64-127) of row tid % 64, zero past the chunk's end
+    const int slot = item / H, row = tid & 63;
+    if (row >= tbl[1 + n_slots + slot]) return 0.f;
+    return (tid < 64 ? g : beta)[static_cast<long>(tbl[1 + slot] + row) * H + item % H];
+  };
+  if (tid == 0) {
+    mbar_init(bar(0), 1);
+    mbar_init(bar(1), 1);
+    issue(it, 0);
+    if (it + stride < n_items) issue(it + stride, 1);
   }
-  __syncthreads();
-
-  D2K_PP();
-  bf16* Trow = Tg + (static_cast<long>(t0) * H + h) * kTRow;
-  build_T<kPrepThreads, true, false, kPrepPack, kPrepWg>(Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L,
-                                                false, tid, [&] {
-                                                  __syncthreads();
-                                                  D2K_PP();
-                                                }, [](int, int) {});
-  if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
-    *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
-        make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
+  float gb = load_gb(it);
+  __syncthreads();  // the barriers' initialization is visible
+  for (int i = 0; it < n_items; ++i, it += stride) {
+    D2K_PP_ITEM;
+    const int s = i & 1, slot = it / H, h = it % H;
+    const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot];
+    (tid < 64 ? gs : bs)[tid & 63] = gb;
+    if (it + stride < n_items) gb = load_gb(it + stride);
+    bf16* Ks = k_tile(s);
+    mbar_wait(bar(s), (i >> 1) & 1);
+    if (L < kChunk) {
+      zero_swz_rows(reinterpret_cast<unsigned char*>(Ks), 1, L, tid, kPrepThreads);
+      fence_proxy_async();  // the zeroed rows before wgmma reads them
+    }
+    __syncthreads();  // gs, bs and the zeroed rows are visible
+    D2K_PP();
+    float* As = reinterpret_cast<float*>(sm + kQA);
+    prep_item<true>(Ks, gs, bs, reinterpret_cast<float*>(sm + kQGc), reinterpret_cast<float*>(sm + kQRk), As, As,
+              reinterpret_cast<float*>(Ks), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
+                __syncthreads();
+                D2K_PP();
+              });
+    // Ks (the block products' scratch by now) goes back to the tensor copies: every thread's generic writes first;
+    // the barrier also guards gs, bs, Gc and rk (read by the tails) against the next item's writes.
+    fence_proxy_async();
+    __syncthreads();
+    if (tid == 0 && it + 2 * stride < n_items) issue(it + 2 * stride, s);
+  }
   D2K_PP_END;
 }
 
@@ -1821,6 +1912,14 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 
   if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
     return err;
+  if ((err = cudaFuncSetAttribute(prep_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  kPrepPersistSmem)) != cudaSuccess)
+    return err;
+#ifdef D2K_PREP_GRID
+  const int prep_grid = D2K_PREP_GRID;  // a test variant: few CTAs, many items each
+#else
+  const int prep_grid = static_cast<int>(std::min<int64_t>(int64_t(n_slots) * H, int64_t(sms) * kPrepPersistCtas));
+#endif
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
   // Tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes (the prep reads k
   // through maps[1]; the default walk all four).
@@ -1855,17 +1954,21 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     cudaMemcpyToSymbolAsync(g_prep_cycles, zero, 8 * kPrepPhases, 0, cudaMemcpyHostToDevice, stream);
     cudaMemcpyToSymbolAsync(g_prep_ns, zero, 8, 0, cudaMemcpyHostToDevice, stream);
     cudaMemcpyToSymbolAsync(g_prep_ctas, zero, 8, 0, cudaMemcpyHostToDevice, stream);
+    cudaMemcpyToSymbolAsync(g_prep_items, zero, 8, 0, cudaMemcpyHostToDevice, stream);
     cudaEventCreate(&pp_ev[0]);
     cudaEventCreate(&pp_ev[1]);
     cudaEventRecord(pp_ev[0], stream);
   }
 #endif
-  if (prep)
+  if (prep && kPrepPersist)
+    D2K_LAUNCH(prep_persist_kernel, dim3(prep_grid), dim3(kPrepThreads), kPrepPersistSmem, stream)(
+        g, beta, tbl, Tg, h, eps, n_slots, maps[1]);
+  else if (prep)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(g, beta, tbl, Tg, h, eps, n_slots,
                                                                                      maps[1]);
 #if defined(D2K_PREP_PHASES) && !defined(D2K_CPU_EMU)
   if (prep) {
-    unsigned long long cyc[kPrepPhases], ns = 0, ctas = 0;
+    unsigned long long cyc[kPrepPhases], ns = 0, ctas = 0, items = 0;
     float ms = 0.f;
     int sms = 0, dev = 0;
     cudaEventRecord(pp_ev[1], stream);
@@ -1876,14 +1979,16 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     cudaMemcpyFromSymbol(cyc, g_prep_cycles, sizeof cyc);
     cudaMemcpyFromSymbol(&ns, g_prep_ns, 8);
     cudaMemcpyFromSymbol(&ctas, g_prep_ctas, 8);
+    cudaMemcpyFromSymbol(&items, g_prep_items, 8);
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     // resident CTAs per SM on average: the CTAs' lifetimes summed over (SMs x the kernel's time)
-    std::fprintf(stderr, "prep phases: thread 0's cycles per CTA:");
+    std::fprintf(stderr, "prep phases%s: thread 0's cycles per item:", kPrepPersist ? " (persistent)" : "");
     for (int i = 0; i < kPrepPhases; ++i)
-      if (cyc[i]) std::fprintf(stderr, " %d:%.0f", i, ctas ? double(cyc[i]) / ctas : 0.0);
-    std::fprintf(stderr, "; CTA lifetime %.0f ns, %llu CTAs, kernel %.3f ms, mean resident CTAs per SM %.2f\n",
-                 ctas ? double(ns) / ctas : 0.0, ctas, ms, ms > 0 ? double(ns) / (1e6 * ms * sms) : 0.0);
+      if (cyc[i]) std::fprintf(stderr, " %d:%.0f", i, items ? double(cyc[i]) / items : 0.0);
+    std::fprintf(stderr,
+                 "; CTA lifetime %.0f ns, %llu CTAs, %llu items, kernel %.3f ms, mean resident CTAs per SM %.2f\n",
+                 ctas ? double(ns) / ctas : 0.0, ctas, items, ms, ms > 0 ? double(ns) / (1e6 * ms * sms) : 0.0);
   }
 #endif
 #endif

@@ -15,7 +15,8 @@
 #   part 5 (~6 min): D2K_WS_WGMMA=3 (T y and P v_new by wgmma too) and D2K_PREP_PACK (six prep CTAs per SM), e.g.
 #           `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`; the prep's phases (D2K_PREP_PHASES) too;
 #   part 6 (~5 min): the prep's Gram by wgmma and the branch-free P epilogue (after ncu-call.sh), e.g. `6 D2K_PREP_PACK`;
-#   part 7 (~3 min): the default's record on the machine: warm medians and `d2k eval` of the candidate itself.
+#   part 7 (~3 min): the default's record on the machine: warm medians and `d2k eval` of the candidate itself;
+#   part 8 (~4 min): the persistent prep (D2K_PREP_PERSIST), e.g. `8 D2K_PREP_PERSIST`.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -180,6 +181,22 @@ elif [[ $part == 7 ]]; then
   GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES="004_deltanet_cuda" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
     SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
     sed -n '/^== summary/,$p'
+elif [[ $part == 8 ]]; then
+  # (~4 min) D2K_PREP_PERSIST (written 2026-12-06 after part 6, CPU-checked): gpu-check, warm medians against the
+  # default on the four workloads, the prep alone and its phases, then `d2k eval` of a copy with the defines given.
+  check_builds "PREP_PERSIST:auto PREP_PERSIST:1 PREP_PERSIST,PREP_GRID=7:auto PREP_PERSIST,WS,WS_PREP,WS_WGMMA=3:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  for w in "${workloads[@]}"; do
+    run "cuda (default)" "$cand" "$w"
+    run "cuda, PREP_PERSIST" "$cand" "$w" D2K_PREP_PERSIST
+  done
+  w=qwen3_next_h32_16seq_64k
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PERSIST" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PERSIST
+  echo "== prep phases (t=${SECONDS}s)"
+  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_ONLY_PREP \
+    --define D2K_PREP_PHASES --define D2K_PREP_PERSIST 2>&1 | grep -E "^prep phases|rror" | tail -1
+  eval_copy "004_deltanet_cuda_ws"
 else
   eval_copy "004_deltanet_cuda*"
 fi
