@@ -1,8 +1,9 @@
 // chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, wgmma, TMA), written 2026-12-05/06, checked by the
 // CPU emulation (bench/cuda_emu, cpu-check.sh), on the GPU (gpu-check.sh) and by d2k eval on the H200: every workload
 // passed. The classic walk (2026-12-05): 2.084 ms on qwen3_next_h32_16seq_64k (Triton expert 4.194 ms), 24.4% of
-// speed-of-light; the default since 2026-12-06, the warp-specialized walk with T from the prep and wgmma: 1.845 ms,
-// 27.6%. Figures per workload: NOTES.md.
+// speed-of-light; the warp-specialized walk with T from the prep and wgmma (2026-12-06): 1.845 ms, 27.6%. After ncu
+// (the prep's Gram by wgmma, branch-free decay factors, the persistent prep) on an H100: 1.438 ms (no H200 figure
+// yet). Figures per workload: NOTES.md.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
@@ -30,7 +31,8 @@
 //    state warps walk chunk c, so neither the prep launch nor T's round trip through HBM remains (V split 1 only).
 //    With -DD2K_WS_PREP the prep still builds T (the producer building T was measured as the bottleneck) and the
 //    producer makes P (one wgmma per k-step) and the factors; with -DD2K_WS_WGMMA=2 the state warps' S_0 K^T, S_0 Q^T
-//    and state update run as wgmma on the tensor copies' tiles. Those three flags together are the default.
+//    and state update run as wgmma on the tensor copies' tiles. Those three flags together are the default. The
+//    prep is persistent (two k tiles, the next item's copies in flight) past 16 items per CTA, else one CTA an item.
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
 //    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
 //    log differences.
@@ -149,11 +151,17 @@ constexpr int kQK = 0, kQA = 2 * kTileBytes, kQG = kQA + kChunk * kFRow * 4, kQB
 constexpr int kQRk = kQGc + 256, kQBar = kQRk + 256;  // two mbarriers, one per k tile
 constexpr int kPrepPersistSmem = kQBar + 16 + 1024;
 constexpr int kPrepPersistCtas = 4;  // per SM: (228 KB) / (kPrepPersistSmem + 1 KB reserved), registers allowing
-#ifdef D2K_PREP_PERSIST
-constexpr bool kPrepPersist = true;
+// Used when there are at least 16 items per CTA of its grid (H100, 2026-12-06: 16seq_64k, 62 items a CTA, 1.460 ms
+// against 1.507 warm; 64seq_8k, 4 a CTA, 0.167 against 0.156: few items leave fewer CTAs in flight than the one-item
+// prep's five per SM, and no tile to overlap). -DD2K_PREP_PERSIST always, -DD2K_PREP_ONE never (timing variants).
+#if defined(D2K_PREP_PERSIST)
+constexpr int kPrepPersistMode = 2;
+#elif defined(D2K_PREP_ONE)
+constexpr int kPrepPersistMode = 0;
 #else
-constexpr bool kPrepPersist = false;
+constexpr int kPrepPersistMode = 1;
 #endif
+constexpr int kPrepPersistMinItems = 16;  // per CTA of the persistent grid
 #ifdef D2K_PREP_MMA
 constexpr bool kPrepWg = false;  // a variant to time: A's Gram matrix on mma.sync, as before 2026-12-06's ncu run
 #else
@@ -921,10 +929,12 @@ __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_k
     tma_load_3d(k_tile(s), mk, 0, item % H, t0, bar(s));
     tma_load_3d(k_tile(s) + kTileBytes / 4, mk, 64, item % H, t0, bar(s));
   };
-  auto load_gb = [&](int item) {  // g (threads 0-63) or beta (64-127) of row tid % 64, zero past the chunk's end
+  auto load_gb = [=](int item) {  // g (threads 0-63) or beta (64-127) of row tid % 64, zero past the chunk's end
     const int slot = item / H, row = tid & 63;
-    if (row >= tbl[1 + n_slots + slot]) return 0.f;
-    return (tid < 64 ? g : beta)[static_cast<long>(tbl[1 + slot] + row) * H + item % H];
+    const float* src = tid < 64 ? g : beta;
+    float x = 0.f;
+    if (row < tbl[1 + n_slots + slot]) x = src[static_cast<long>(tbl[1 + slot] + row) * H + item % H];
+    return x;
   };
   if (tid == 0) {
     mbar_init(bar(0), 1);
@@ -1920,6 +1930,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #else
   const int prep_grid = static_cast<int>(std::min<int64_t>(int64_t(n_slots) * H, int64_t(sms) * kPrepPersistCtas));
 #endif
+  const bool persist = kPrepPersistMode == 2 ||
+                       (kPrepPersistMode == 1 && int64_t(n_slots) * H >= int64_t(kPrepPersistMinItems) * prep_grid);
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
   // Tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes (the prep reads k
   // through maps[1]; the default walk all four).
@@ -1960,7 +1972,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     cudaEventRecord(pp_ev[0], stream);
   }
 #endif
-  if (prep && kPrepPersist)
+  if (prep && persist)
     D2K_LAUNCH(prep_persist_kernel, dim3(prep_grid), dim3(kPrepThreads), kPrepPersistSmem, stream)(
         g, beta, tbl, Tg, h, eps, n_slots, maps[1]);
   else if (prep)
@@ -1983,7 +1995,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     // resident CTAs per SM on average: the CTAs' lifetimes summed over (SMs x the kernel's time)
-    std::fprintf(stderr, "prep phases%s: thread 0's cycles per item:", kPrepPersist ? " (persistent)" : "");
+    std::fprintf(stderr, "prep phases%s: thread 0's cycles per item:", persist ? " (persistent)" : "");
     for (int i = 0; i < kPrepPhases; ++i)
       if (cyc[i]) std::fprintf(stderr, " %d:%.0f", i, items ? double(cyc[i]) / items : 0.0);
     std::fprintf(stderr,

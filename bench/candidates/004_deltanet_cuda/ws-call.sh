@@ -16,7 +16,8 @@
 #           `5 D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3`; the prep's phases (D2K_PREP_PHASES) too;
 #   part 6 (~5 min): the prep's Gram by wgmma and the branch-free P epilogue (after ncu-call.sh), e.g. `6 D2K_PREP_PACK`;
 #   part 7 (~3 min): the default's record on the machine: warm medians and `d2k eval` of the candidate itself;
-#   part 8 (~4 min): the persistent prep (D2K_PREP_PERSIST), e.g. `8 D2K_PREP_PERSIST`.
+#   part 8 (~4 min): the persistent prep (D2K_PREP_PERSIST), e.g. `8 D2K_PREP_PERSIST`;
+#   part 9 (~2 min): the persistent prep past 16 items per CTA as default against D2K_PREP_ONE.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -197,6 +198,15 @@ elif [[ $part == 8 ]]; then
   timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_ONLY_PREP \
     --define D2K_PREP_PHASES --define D2K_PREP_PERSIST 2>&1 | grep -E "^prep phases|rror" | tail -1
   eval_copy "004_deltanet_cuda_ws"
+elif [[ $part == 9 ]]; then
+  # (~2 min; written 2026-12-06 when no device time was left, not run yet) the persistent prep as default past 16 items
+  # per CTA: gpu-check of the default's choice, warm medians against the one-item prep (D2K_PREP_ONE).
+  check_builds "default:auto default:1 PREP_PERSIST,PREP_GRID=7:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  for w in qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_tp2_h16_64seq_8k; do
+    run "cuda (default)" "$cand" "$w"
+    run "cuda, PREP_ONE" "$cand" "$w" D2K_PREP_ONE
+  done
 else
   eval_copy "004_deltanet_cuda*"
 fi
