@@ -143,7 +143,7 @@ constexpr int kPK = 0, kPT = 0, kPG = kChunk * kFRow * 4, kPBeta = kPG + 256, kP
 constexpr int kPRk = kPGc + 256, kPA = kPRk + 256, kPR = kPA + kChunk * kFRow * 4;
 constexpr int kPBar = kPR + 3 * 16 * kRRow * 4;  // the k tile's mbarrier
 #endif
-// D2K_PREP_PERSIST (2026-12-06, a variant to time): persistent prep CTAs, each walking (chunk, head) items with the
+// The persistent prep (2026-12-06, prep_persist_kernel): CTAs each walking (chunk, head) items with the
 // next item's k tile in flight while it builds the current one's T (ncu and the phase clocks saw the one-item CTAs
 // wait ~7k of ~21k cycles for their loads). Two k tiles (the block products' scratch over the current one), T's
 // blocks in A's matrix as in D2K_PREP_PACK: 52 KB, four CTAs per SM.
