@@ -547,6 +547,44 @@ __device__ __forceinline__ void gram_wgmma(float (&acc)[8][4], const bf16* R, co
   }
 }
 
+// The decayed causal block of rows t = b + gq (+ 8) (b = 16 w, warp w of a warpgroup) of a product x (mma C layout):
+// column i of row t is x f_t rk_i exp(G_t - G_i) where i < t (kStrict) or i <= t, else zero; every (t, i pair of
+// columns) goes to emit(t, i, value) in order, zeros included (all zeros unless live, warp-uniform). Left of the
+// diagonal block exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both logs non-positive (G falls with t): a row
+// factor times a column factor; in it, per-element exps of the clamped difference and selects, no branch per element
+// (ncu saw the branchy form issue once per ~9 cycles); right of it, zeros without arithmetic.
+template <bool kStrict, class Emit>
+__device__ __forceinline__ void decayed_rows(const float (&x)[8][4], const float* Gc, const float* rk,
+                                             const float (&f)[2], int b, bool live, int lane, Emit emit) {
+  const int gq = lane >> 2, tq = lane & 3;
+  const float Gb = Gc[b];
+  float Gt[2], rowf[2];
+  for (int hi = 0; hi < 2; ++hi) {
+    Gt[hi] = Gc[b + gq + 8 * hi];
+    rowf[hi] = f[hi] * exp_dec(fminf(Gt[hi] - Gb, 0.f));
+  }
+  for (int n = 0; n < 8; ++n) {
+    const int i = 8 * n + 2 * tq;
+    float2 v[2] = {make_float2(0.f, 0.f), make_float2(0.f, 0.f)};
+    if (8 * n < b + 16 && live) {  // warp-uniform
+      const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
+      if (8 * n < b) {
+        const float c0 = ri.x * exp_dec(Gb - Gi.x), c1 = ri.y * exp_dec(Gb - Gi.y);
+        for (int hi = 0; hi < 2; ++hi)
+          v[hi] = make_float2(x[n][2 * hi] * rowf[hi] * c0, x[n][2 * hi + 1] * rowf[hi] * c1);
+      } else {
+        for (int hi = 0; hi < 2; ++hi) {
+          const int t = b + gq + 8 * hi;
+          const float e0 = exp_dec(fminf(Gt[hi] - Gi.x, 0.f)), e1 = exp_dec(fminf(Gt[hi] - Gi.y, 0.f));
+          const float p0 = x[n][2 * hi] * f[hi] * ri.x * e0, p1 = x[n][2 * hi + 1] * f[hi] * ri.y * e1;
+          v[hi] = make_float2((kStrict ? i < t : i <= t) ? p0 : 0.f, (kStrict ? i + 1 < t : i + 1 <= t) ? p1 : 0.f);
+        }
+      }
+    }
+    for (int hi = 0; hi < 2; ++hi) emit(b + gq + 8 * hi, i, v[hi]);
+  }
+}
+
 // Sum of squares of chunks c8 .. c8 + NV - 1 (8 bf16 each) of a tile's row (several threads share a row).
 template <int NV, bool kSwz = false>  // kSwz: the tile in swz's layout (else toff's core matrices)
 __device__ __forceinline__ float partial_sumsq(const bf16* tile, int row, int c8) {
@@ -684,38 +722,11 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
     static_assert(NT == 128 && kSwz, "one warpgroup, k as the tensor copies leave it");
     float acc[8][4];
     gram_wgmma<4>(acc, Ks, Ks, warp, lane);
-    // Rows t of block b = 16 warp. Left of the diagonal block, exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both
-    // logs non-positive (G falls with t): a row factor times a column factor; in it, per-element exps of the clamped
-    // difference and a select for i < t; right of it, zeros.
     const int b = 16 * warp;
-    const float Gb = Gc[b];
-    float Gt[2], rt[2], rowf[2];
-    for (int hi = 0; hi < 2; ++hi) {
-      const int t = b + gq + 8 * hi;
-      Gt[hi] = Gc[t];
-      rt[hi] = bs[t] * rk[t];
-      rowf[hi] = rt[hi] * exp_dec(Gt[hi] - Gb);
-    }
-    for (int n = 0; n < 8; ++n) {
-      const int i = 8 * n + 2 * tq;
-      float2 v[2] = {make_float2(0.f, 0.f), make_float2(0.f, 0.f)};
-      if (8 * n < b + 16) {  // warp-uniform
-        const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
-        if (8 * n < b) {
-          const float c0 = ri.x * exp_dec(Gb - Gi.x), c1 = ri.y * exp_dec(Gb - Gi.y);
-          for (int hi = 0; hi < 2; ++hi)
-            v[hi] = make_float2(acc[n][2 * hi] * rowf[hi] * c0, acc[n][2 * hi + 1] * rowf[hi] * c1);
-        } else {
-          for (int hi = 0; hi < 2; ++hi) {
-            const int t = b + gq + 8 * hi;
-            const float e0 = exp_dec(fminf(Gt[hi] - Gi.x, 0.f)), e1 = exp_dec(fminf(Gt[hi] - Gi.y, 0.f));
-            const float a0 = acc[n][2 * hi] * rt[hi] * ri.x * e0, a1 = acc[n][2 * hi + 1] * rt[hi] * ri.y * e1;
-            v[hi] = make_float2(i < t ? a0 : 0.f, i + 1 < t ? a1 : 0.f);
-          }
-        }
-      }
-      for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<float2*>(As + (b + gq + 8 * hi) * kFRow + i) = v[hi];
-    }
+    float f[2];
+    for (int hi = 0; hi < 2; ++hi) f[hi] = bs[b + gq + 8 * hi] * rk[b + gq + 8 * hi];
+    decayed_rows<true>(acc, Gc, rk, f, b, true, lane,
+                       [&](int t, int i, float2 v) { *reinterpret_cast<float2*>(As + t * kFRow + i) = v; });
   }
   // A: warp w computes rows 16w..16w+15 (warps 4.. idle).
   for (int mt = warp; !kWg && mt < 4; mt += NT / 32) {
@@ -896,11 +907,12 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   }
   D2K_PP();
   prep_item<kPrepPack>(Ks, gs, bs, reinterpret_cast<float*>(sm + kPGc), reinterpret_cast<float*>(sm + kPRk),
-            reinterpret_cast<float*>(sm + kPA), reinterpret_cast<float*>(sm + kPT), reinterpret_cast<float*>(sm + kPR),
-            Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
-              __syncthreads();
-              D2K_PP();
-            });
+                       reinterpret_cast<float*>(sm + kPA), reinterpret_cast<float*>(sm + kPT),
+                       reinterpret_cast<float*>(sm + kPR), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps,
+                       tid, [&] {
+                         __syncthreads();
+                         D2K_PP();
+                       });
   D2K_PP_END;
 }
 
@@ -960,10 +972,10 @@ __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_k
     D2K_PP();
     float* As = reinterpret_cast<float*>(sm + kQA);
     prep_item<true>(Ks, gs, bs, reinterpret_cast<float*>(sm + kQGc), reinterpret_cast<float*>(sm + kQRk), As, As,
-              reinterpret_cast<float*>(Ks), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
-                __syncthreads();
-                D2K_PP();
-              });
+                    reinterpret_cast<float*>(Ks), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
+                      __syncthreads();
+                      D2K_PP();
+                    });
     // Ks (the block products' scratch by now) goes back to the tensor copies: every thread's generic writes first;
     // the barrier also guards gs, bs, Gc and rk (read by the tails) against the next item's writes.
     fence_proxy_async();
@@ -1582,40 +1594,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         float pa[8][4];
         gram_wgmma<kPBatch>(pa, Qs, Ks, pw, lane);
         D2K_PH(4);  // 4: Q K^T
-        // This warp's rows t lie in the 16-row block starting at b = 16 pw. Left of that block's diagonal (i < b),
-        // exp(G_t - G_i) = exp(G_t - G_b) exp(G_b - G_i), both factors of non-positive logs (G falls with t), so a
-        // row factor and a column factor replace the per-element exps; in it, per-element exps of the clamped
-        // difference and selects (no branch per element: ncu saw the branchy form issue once per ~9 cycles); right
-        // of it, zeros. Rows past the end get factor 0 (their G is 0 there: clamped, no overflow).
+        // This warp's rows t lie in the 16-row block starting at b = 16 pw; rows past the end get factor 0 (their G
+        // is 0 there: decayed_rows clamps, no overflow).
         const int b = 16 * pw;
-        const float Gb = Gc[b];
-        float Gt[2], ft[2], rowf[2];
-        for (int hi = 0; hi < 2; ++hi) {
-          const int t = b + gq + 8 * hi;
-          Gt[hi] = Gc[t];
-          ft[hi] = t < L ? fq[t] : 0.f;
-          rowf[hi] = ft[hi] * exp_dec(fminf(Gt[hi] - Gb, 0.f));
-        }
-        for (int n = 0; n < 8; ++n) {
-          const int i = 8 * n + 2 * tq;
-          u32 w[2] = {0u, 0u};
-          if (8 * n < b + 16 && b < L) {  // warp-uniform
-            const float2 ri = *reinterpret_cast<const float2*>(rk + i), Gi = *reinterpret_cast<const float2*>(Gc + i);
-            if (8 * n < b) {
-              const float c0 = ri.x * exp_dec(Gb - Gi.x), c1 = ri.y * exp_dec(Gb - Gi.y);
-              for (int hi = 0; hi < 2; ++hi)
-                w[hi] = pack_bf16(pa[n][2 * hi] * rowf[hi] * c0, pa[n][2 * hi + 1] * rowf[hi] * c1);
-            } else {  // the diagonal block
-              for (int hi = 0; hi < 2; ++hi) {
-                const int t = b + gq + 8 * hi;
-                const float e0 = exp_dec(fminf(Gt[hi] - Gi.x, 0.f)), e1 = exp_dec(fminf(Gt[hi] - Gi.y, 0.f));
-                const float p0 = pa[n][2 * hi] * ft[hi] * ri.x * e0, p1 = pa[n][2 * hi + 1] * ft[hi] * ri.y * e1;
-                w[hi] = pack_bf16(i <= t ? p0 : 0.f, i + 1 <= t ? p1 : 0.f);
-              }
-            }
-          }
-          for (int hi = 0; hi < 2; ++hi) *reinterpret_cast<u32*>(Ps + swz(b + gq + 8 * hi, i)) = w[hi];
-        }
+        float f[2];
+        for (int hi = 0; hi < 2; ++hi) f[hi] = b + gq + 8 * hi < L ? fq[b + gq + 8 * hi] : 0.f;
+        decayed_rows<false>(pa, Gc, rk, f, b, b < L, lane, [&](int t, int i, float2 v) {
+          *reinterpret_cast<u32*>(Ps + swz(t, i)) = pack_bf16(v.x, v.y);
+        });
       } else {
         // P's ten 16 x 16 blocks on or below the diagonal, as build_T's side work, for the warps that would wait
         // (phase 0, after A's rows: warps 0, 1, 2 take 3, 2, 1 blocks; phase 1, during the forward substitution:
@@ -1920,11 +1906,6 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   bf16* o = static_cast<bf16*>(to.data);
   const int h = static_cast<int>(H);
 
-  if ((err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmem)) != cudaSuccess)
-    return err;
-  if ((err = cudaFuncSetAttribute(prep_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  kPrepPersistSmem)) != cudaSuccess)
-    return err;
 #ifdef D2K_PREP_GRID
   const int prep_grid = D2K_PREP_GRID;  // a test variant: few CTAs, many items each
 #else
@@ -1932,6 +1913,11 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #endif
   const bool persist = kPrepPersistMode == 2 ||
                        (kPrepPersistMode == 1 && int64_t(n_slots) * H >= int64_t(kPrepPersistMinItems) * prep_grid);
+  if (prep && (err = persist ? cudaFuncSetAttribute(prep_persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    kPrepPersistSmem)
+                             : cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    kPrepSmem)) != cudaSuccess)
+    return err;
   const dim3 walk_grid(static_cast<unsigned>(B * H * split));
   // Tensor copies: q, k, v as [T][H][128] in swizzled 64 x 64 boxes, T's rows as 64 x 72 boxes (the prep reads k
   // through maps[1]; the default walk all four).
