@@ -32,3 +32,9 @@ d2k_cpu_check_004(_prep_pack D2K_PREP_PACK)
 # The persistent prep (D2K_PREP_PERSIST: two k tiles, the next item's copies in flight), on three CTAs so that each
 # walks many items and both tiles' mbarrier phases turn over.
 d2k_cpu_check_004(_prep_persist D2K_PREP_PERSIST D2K_PREP_GRID=3)
+# The same with T's rows leaving through tensor stores from a staging tile (D2K_PREP_TSTORE; partial chunks keep the
+# threads' stores).
+d2k_cpu_check_004(_prep_tstore D2K_PREP_PERSIST D2K_PREP_GRID=3 D2K_PREP_TSTORE)
+# The prep stopping at the diagonal inverses and the walks' block substitution for v_new (D2K_T_SUBST), in the
+# warp-specialized walk and (the split cases) the classic one.
+d2k_cpu_check_004(_t_subst D2K_T_SUBST)

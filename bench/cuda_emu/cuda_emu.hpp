@@ -509,6 +509,31 @@ inline void tensor_copy_3d(void* dst, const TensorMap3d& m, int x, int y, int z,
   mb.tx -= static_cast<long long>(row_bytes) * m.box[1] * m.box[2];
   mbar_complete_if_done(mb);
 }
+// cp.async.bulk.tensor.3d.global.shared::cta: the box at (x, y, z) from dst's layout (as tensor_copy_3d leaves it)
+// back to the tensor, elements outside it dropped. Immediate here; on the GPU a bulk group the kernel waits for.
+inline void tensor_store_3d(const TensorMap3d& m, int x, int y, int z, const void* src) {
+  const unsigned row_bytes = m.box[0] * 2, chunks = row_bytes / 16;
+  if (row_bytes % 16 != 0 || (m.swizzle128 && row_bytes != 128)) {
+    std::fprintf(stderr, "cuda_emu: tensor map box not supported by the emulation\n");
+    std::abort();
+  }
+  const auto* in = static_cast<const unsigned char*>(src);
+  for (unsigned zz = 0; zz < m.box[2]; ++zz)
+    for (unsigned yy = 0; yy < m.box[1]; ++yy) {
+      const unsigned R = zz * m.box[1] + yy;
+      const std::uint64_t gy = std::uint64_t(y) + yy, gz = std::uint64_t(z) + zz;
+      for (unsigned j = 0; j < chunks; ++j) {
+        const unsigned char* d = in + std::size_t(R) * row_bytes + 16 * (m.swizzle128 ? (j ^ (R & 7u)) : j);
+        for (unsigned e = 0; e < 8; ++e) {
+          const std::uint64_t gx = std::uint64_t(x) + 8 * j + e;
+          if (gx < m.dim[0] && gy < m.dim[1] && gz < m.dim[2])
+            std::memcpy(const_cast<unsigned char*>(static_cast<const unsigned char*>(m.base)) + gz * m.stride[1] +
+                            gy * m.stride[0] + 2 * gx,
+                        d + 2 * e, 2);
+        }
+      }
+    }
+}
 // Waits until the phase of parity `parity` has completed (the barrier's current phase bit differs from it).
 inline void mbar_wait_parity(const void* bar, unsigned parity) {
   std::unique_lock<std::mutex> lock(g_mbar_mu);

@@ -170,6 +170,16 @@ constexpr bool kPrepWg = true;  // A's Gram matrix by wgmma (the mma.sync form's
 #endif
 constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
+// D2K_T_SUBST (2026-12-07, a variant to time): the prep stops after the four 16 x 16 diagonal inverses and stores, in
+// T's place, M: the inverses T_ii on the diagonal and -A_ij below it; the walk's state warps then get v_new from y
+// by block substitution, v_new_i = (y_i + sum_{j < i} v_new_j M_ij^T) M_ii^T (ten 16 x 16 block products in a chain
+// of four), instead of one product with T. The prep drops its three block-substitution levels (4.4k of its ~16k
+// cycles an item in the phase clocks of 2026-12-06, H100); T's bytes and layout are unchanged.
+#ifdef D2K_T_SUBST
+constexpr bool kTSubst = true;
+#else
+constexpr bool kTSubst = false;
+#endif
 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
@@ -370,6 +380,31 @@ __device__ __forceinline__ void cp_async_wait_all() {
       "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(x), "r"(y), "r"(z),
       "r"(smem_u32(bar))
       : "memory");
+#endif
+}
+// The box of map at (x, y, z) shared -> global (clipped at the tensor's bounds), in the issuing thread's bulk group;
+// its shared-memory source must stay unchanged until bulk_wait_read() and the kernel must not end before
+// bulk_wait_all().
+[[maybe_unused]] __device__ __forceinline__ void tma_store_3d(const TmaMap& map, int x, int y, int z,
+                                                              const void* src) {
+#ifdef D2K_CPU_EMU
+  emu::tensor_store_3d(map, x, y, z, src);
+#else
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(&map)),
+               "r"(x), "r"(y), "r"(z), "r"(smem_u32(src))
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void bulk_wait_read() {
+#ifndef D2K_CPU_EMU
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void bulk_wait_all() {
+#ifndef D2K_CPU_EMU
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }
 // A plain arrival (no bytes), with release semantics: the arriving thread's writes before it are seen by a waiter.
@@ -775,7 +810,7 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
     for (int t = 0; t < 16; ++t) Tm[(16 * d + t) * kFRow + 16 * d + c] = x[t];
   }
   sync();
-  for (int lev = 1; lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
+  for (int lev = 1; !kTSubst && lev < 4; ++lev) {  // block (j + lev, j) needs the blocks of levels below lev
     for (int j = warp; j < 4 - lev; j += NT / 32) offdiag_block<kPack>(As, Tm, Rs + j * 16 * kRRow, j + lev, j, lane);
     sync();
   }
@@ -783,12 +818,15 @@ __device__ void build_T(const bf16* Ks, const float* bs, const float* Gc, const 
   for (int i = tid; i < 512; i += NT) {
     const int row = i >> 3, c0 = (i & 7) * 8;
     if (row >= L && !zero_tail) continue;
-    const float* tr = Tm + tmi<kPack>(row, c0);  // eight columns inside one 16-column block
+    // eight columns inside one 16-column block; with kTSubst, -A_ij left of the diagonal block (intact in As)
+    const bool below = kTSubst && (c0 >> 4) < (row >> 4);
+    const float* tr = below ? As + row * kFRow + c0 : Tm + tmi<kPack>(row, c0);
+    const float sg = below ? -1.f : 1.f;
     u32 w[4];
     for (int e = 0; e < 4; ++e) {
       const int c = c0 + 2 * e;
       const bool live = row < L;
-      w[e] = pack_bf16(live && c <= row ? tr[2 * e] : 0.f, live && c + 1 <= row ? tr[2 * e + 1] : 0.f);
+      w[e] = pack_bf16(live && c <= row ? sg * tr[2 * e] : 0.f, live && c + 1 <= row ? sg * tr[2 * e + 1] : 0.f);
     }
     *reinterpret_cast<uint4*>(Tout + (kOutSwz ? swz(row, c0) : row * out_stride + c0)) = uint4{w[0], w[1], w[2], w[3]};
   }
@@ -845,7 +883,7 @@ __device__ unsigned long long g_prep_items;  // (chunk, head) items built
 // k's norms, G's cumsum, build_T, the rows' tails. sync() is the CTA's barrier (it also clocks D2K_PREP_PHASES).
 template <bool kPack, class Sync>  // kPack: T's blocks in A's matrix (Tm == As)
 __device__ void prep_item(const bf16* Ks, const float* gs, const float* bs, float* Gc, float* rk, float* As, float* Tm,
-                          float* Rs, bf16* Trow, int H, int L, float eps, int tid, Sync sync) {
+                          float* Rs, bf16* Trow, long row_stride, int L, float eps, int tid, Sync sync) {
   const int lane = tid & 31, warp = tid >> 5;
   {
     float ss = partial_sumsq<8, true>(Ks, tid >> 1, 8 * (tid & 1));  // two threads per row
@@ -860,9 +898,9 @@ __device__ void prep_item(const bf16* Ks, const float* gs, const float* bs, floa
   }
   sync();
   build_T<kPrepThreads, true, false, kPack, kPrepWg>(
-      Ks, bs, Gc, rk, As, Tm, Rs, Trow, static_cast<long>(H) * kTRow, L, false, tid, sync, [](int, int) {});
+      Ks, bs, Gc, rk, As, Tm, Rs, Trow, row_stride, L, false, tid, sync, [](int, int) {});
   if (tid < L)  // the row's tail: G_t, beta_t, rk_t (build_T ended with a barrier; Gc, bs, rk are intact)
-    *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * H * kTRow + kChunk) =
+    *reinterpret_cast<float4*>(Trow + static_cast<long>(tid) * row_stride + kChunk) =
         make_float4(Gc[tid], bs[tid], rk[tid], 0.f);
 }
 
@@ -908,7 +946,8 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
   D2K_PP();
   prep_item<kPrepPack>(Ks, gs, bs, reinterpret_cast<float*>(sm + kPGc), reinterpret_cast<float*>(sm + kPRk),
                        reinterpret_cast<float*>(sm + kPA), reinterpret_cast<float*>(sm + kPT),
-                       reinterpret_cast<float*>(sm + kPR), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps,
+                       reinterpret_cast<float*>(sm + kPR), Tg + (static_cast<long>(t0) * H + h) * kTRow,
+                       static_cast<long>(H) * kTRow, L, eps,
                        tid, [&] {
                          __syncthreads();
                          D2K_PP();
@@ -918,12 +957,31 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const float* __restr
 
 // D2K_PREP_PERSIST: gridDim.x CTAs walk the items it = blockIdx.x + i gridDim.x (it = slot H + head) with two k
 // tiles: item i + 1's tensor copies land while item i is built, item i + 2's are issued once item i's tile is dead.
-// g and beta come through registers an item ahead.
+// g and beta come through registers an item ahead. With kPrepAhead the chunk table's entries (first token, length)
+// come through registers too, two items ahead, so that no thread waits on a table read at an item's start or end
+// (the phase clocks of 2026-12-06 saw 3.7k cycles an item before its build, on an H100).
+#ifdef D2K_PREP_AHEAD_OFF
+constexpr bool kPrepAhead = false;  // a timing variant: the table read when each item needs it
+#else
+constexpr bool kPrepAhead = true;
+#endif
+// kPrepTStore: a whole chunk's T rows (and tails) are built in a 64 x 72 staging tile over its dead k tile, past the
+// block products' scratch, and leave by one tensor store (mts) issued by thread 0, so no thread waits on 64 strided
+// row stores; partial chunks (their rows past L are the next sequence's) keep the threads' stores. The k tile's next
+// copy is then issued after the next item's first barrier, once the store has read the staging tile.
+#ifdef D2K_PREP_TSTORE
+constexpr bool kPrepTStore = true;
+#else
+constexpr bool kPrepTStore = false;
+#endif
+constexpr int kQRsBytes = 3 * 16 * kRRow * 4;  // the block products' scratch at the k tile's start
+static_assert(kQRsBytes % 128 == 0 && kQRsBytes + kChunk * kTRow * 2 <= kTileBytes, "T's staging tile fits past Rs");
 __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_kernel(const float* __restrict__ g,
                                                                     const float* __restrict__ beta,
                                                                     const int* __restrict__ tbl,
                                                                     bf16* __restrict__ Tg, int H, float eps,
-                                                                    int n_slots, const __grid_constant__ TmaMap mk) {
+                                                                    int n_slots, const __grid_constant__ TmaMap mk,
+                                                                    const __grid_constant__ TmaMap mts) {
   D2K_DYN_SMEM(sm_raw);
   unsigned char* const sm = align1024(sm_raw);
   const int n_items = tbl[0] * H, stride = static_cast<int>(gridDim.x);
@@ -935,33 +993,45 @@ __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_k
   float* bs = reinterpret_cast<float*>(sm + kQBeta);
   auto k_tile = [&](int s) { return reinterpret_cast<bf16*>(sm + kQK + s * kTileBytes); };
   auto bar = [&](int s) { return sm + kQBar + 8 * s; };
-  auto issue = [&](int item, int s) {  // thread 0
-    const int slot = item / H, t0 = tbl[1 + slot];
+  // An item's table entries (first token, length; zeros past the last item).
+  struct Entry {
+    int t0, L;
+  };
+  auto entry = [=](int item) {
+    Entry e{0, 0};
+    if (item < n_items) e = Entry{tbl[1 + item / H], tbl[1 + n_slots + item / H]};
+    return e;
+  };
+  auto issue = [&](int item, int t0, int s) {  // thread 0
     mbar_arrive_expect_tx(bar(s), kTileBytes);
     tma_load_3d(k_tile(s), mk, 0, item % H, t0, bar(s));
     tma_load_3d(k_tile(s) + kTileBytes / 4, mk, 64, item % H, t0, bar(s));
   };
-  auto load_gb = [=](int item) {  // g (threads 0-63) or beta (64-127) of row tid % 64, zero past the chunk's end
-    const int slot = item / H, row = tid & 63;
+  auto load_gb = [=](int item, Entry e) {  // g (threads 0-63) or beta (64-127) of row tid % 64, zero past the end
+    const int row = tid & 63;
     const float* src = tid < 64 ? g : beta;
     float x = 0.f;
-    if (row < tbl[1 + n_slots + slot]) x = src[static_cast<long>(tbl[1 + slot] + row) * H + item % H];
+    if (row < e.L) x = src[static_cast<long>(e.t0 + row) * H + item % H];
     return x;
   };
+  Entry e_cur = entry(it), e_next = entry(it + stride), e_after{0, 0};
+  int pending = -1, pending_t0 = 0, pending_slot = 0;  // kPrepTStore: the k copy thread 0 issues after a barrier
   if (tid == 0) {
     mbar_init(bar(0), 1);
     mbar_init(bar(1), 1);
-    issue(it, 0);
-    if (it + stride < n_items) issue(it + stride, 1);
+    issue(it, e_cur.t0, 0);
+    if (it + stride < n_items) issue(it + stride, e_next.t0, 1);
   }
-  float gb = load_gb(it);
+  float gb = load_gb(it, e_cur);
   __syncthreads();  // the barriers' initialization is visible
   for (int i = 0; it < n_items; ++i, it += stride) {
     D2K_PP_ITEM;
-    const int s = i & 1, slot = it / H, h = it % H;
-    const int t0 = tbl[1 + slot], L = tbl[1 + n_slots + slot];
+    const int s = i & 1, h = it % H;
+    if (!kPrepAhead) e_cur = entry(it), e_next = entry(it + stride);
+    const int t0 = e_cur.t0, L = e_cur.L;
+    if (kPrepAhead) e_after = entry(it + 2 * stride);  // used at the item's end and by the next item
     (tid < 64 ? gs : bs)[tid & 63] = gb;
-    if (it + stride < n_items) gb = load_gb(it + stride);
+    if (it + stride < n_items) gb = load_gb(it + stride, e_next);
     bf16* Ks = k_tile(s);
     mbar_wait(bar(s), (i >> 1) & 1);
     if (L < kChunk) {
@@ -969,10 +1039,18 @@ __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_k
       fence_proxy_async();  // the zeroed rows before wgmma reads them
     }
     __syncthreads();  // gs, bs and the zeroed rows are visible
+    if (kPrepTStore && tid == 0 && pending >= 0) {
+      bulk_wait_read();  // the last item's store has read its staging tile (in the slot this copy overwrites)
+      issue(pending, pending_t0, pending_slot);
+      pending = -1;
+    }
     D2K_PP();
     float* As = reinterpret_cast<float*>(sm + kQA);
+    const bool tstore = kPrepTStore && L == kChunk;
+    bf16* const staging = reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(Ks) + kQRsBytes);
     prep_item<true>(Ks, gs, bs, reinterpret_cast<float*>(sm + kQGc), reinterpret_cast<float*>(sm + kQRk), As, As,
-                    reinterpret_cast<float*>(Ks), Tg + (static_cast<long>(t0) * H + h) * kTRow, H, L, eps, tid, [&] {
+                    reinterpret_cast<float*>(Ks), tstore ? staging : Tg + (static_cast<long>(t0) * H + h) * kTRow,
+                    tstore ? kTRow : static_cast<long>(H) * kTRow, L, eps, tid, [&] {
                       __syncthreads();
                       D2K_PP();
                     });
@@ -980,8 +1058,18 @@ __global__ void __launch_bounds__(kPrepThreads, kPrepPersistCtas) prep_persist_k
     // the barrier also guards gs, bs, Gc and rk (read by the tails) against the next item's writes.
     fence_proxy_async();
     __syncthreads();
-    if (tid == 0 && it + 2 * stride < n_items) issue(it + 2 * stride, s);
+    if (!kPrepAhead) e_after = entry(it + 2 * stride);
+    if (tid == 0 && tstore) tma_store_3d(mts, 0, h, t0, staging);
+    if (tid == 0 && it + 2 * stride < n_items) {
+      if (kPrepTStore)
+        pending = it + 2 * stride, pending_t0 = e_after.t0, pending_slot = s;
+      else
+        issue(it + 2 * stride, e_after.t0, s);
+    }
+    e_cur = e_next;
+    e_next = e_after;
   }
+  if (kPrepTStore && tid == 0) bulk_wait_all();  // the stores are done before the CTA's shared memory goes
   D2K_PP_END;
 }
 
@@ -1075,6 +1163,34 @@ __device__ __forceinline__ void tril_product(float (&acc)[8][4], const float (&x
       mma_bf16(acc[2 * np], a, b[0], b[1]);
       mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
     }
+  }
+}
+
+// kTSubst: vn[v][t] = v_new^T from y (this warp's 16 rows of V x 64 tokens) and M (T_ii on the diagonal, -A_ij below
+// it; row t = token): block i of v_new is (y_i + sum_{j < i} v_new_j M_ij^T) M_ii^T, v_new_j rounded to bf16 as an
+// A operand. Rows of M past a chunk's end may hold another chunk's rows: they reach only v_new's columns past the
+// end (M_ii and M_ij are lower triangular in t), which the callers keep out of the state and the output.
+template <class Ix>
+__device__ __forceinline__ void block_subst(float (&vn)[8][4], const float (&y)[8][4], const bf16* M, Ix tix,
+                                            int lane) {
+  const int bn_row = bn_row_of(lane), bn_col = bn_col_of(lane);
+  u32 va[3][4];  // v_new's first three blocks as A fragments
+  for (int i = 0; i < 4; ++i) {
+    float r[2][4];
+    for (int e = 0; e < 4; ++e) r[0][e] = y[2 * i][e], r[1][e] = y[2 * i + 1][e];
+    for (int j = 0; j < i; ++j) {
+      u32 b[4];
+      ldsm_x4(b, M + tix(16 * i + bn_row, 16 * j + bn_col));
+      mma_bf16(r[0], va[j], b[0], b[1]);
+      mma_bf16(r[1], va[j], b[2], b[3]);
+    }
+    u32 a[4], b[4];
+    acc_to_a(a, r[0], r[1]);
+    ldsm_x4(b, M + tix(16 * i + bn_row, 16 * i + bn_col));
+    for (int e = 0; e < 4; ++e) vn[2 * i][e] = vn[2 * i + 1][e] = 0.f;
+    mma_bf16(vn[2 * i], a, b[0], b[1]);
+    mma_bf16(vn[2 * i + 1], a, b[2], b[3]);
+    if (i < 3) acc_to_a(va[i], vn[2 * i], vn[2 * i + 1]);
   }
 }
 
@@ -1382,7 +1498,10 @@ __global__ void __launch_bounds__(32 * NW, 1)
     float vn[8][4];  // v_new = T y
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
-    tril_product(vn, kh, Ts, trow, lane);
+    if constexpr (kTSubst)
+      block_subst(vn, kh, Ts, trow, lane);
+    else
+      tril_product(vn, kh, Ts, trow, lane);
     scale_cols(ot, fo, lane);  // the output's h_0 term: scale gamma_t rq_t (S_0 q_t)
     D2K_PH(7);  // 7: y, v_new, o's h_0 term
     __syncthreads();  // P complete
@@ -1693,7 +1812,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float vn[8][4];  // v_new = T y
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) vn[n][e] = 0.f;
-    if constexpr (kWsWgmma >= 3)
+    if constexpr (kTSubst)
+      block_subst(vn, kh, Ts, sw, lane);
+    else if constexpr (kWsWgmma >= 3)
       wgmma_tile_product(vn, kh, Ts);
     else
       tril_product(vn, kh, Ts, sw, lane);
@@ -1825,7 +1946,7 @@ struct MapCache {
   std::int64_t T = -1, H = -1;
   int device = -1;
   bool ws = false;  // T's map: 64 x 64 swizzled boxes for the warp-specialized walk, 64 x 72 plain ones otherwise
-  TmaMap maps[4] = {};
+  TmaMap maps[5] = {};  // q, k, v, T for the walk; T as 64 x 72 plain boxes (the prep's stores, kPrepTStore)
 };
 MapCache g_maps;  // kept across calls (grown outside stream capture; a capture gets a stream-ordered buffer)
 
@@ -1935,6 +2056,10 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
       if (prep && (err = make_map(&g_maps.maps[3], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, ws ? 64 : kTRow,
                                   kChunk, ws)) != cudaSuccess)
         return err;
+      if (prep && kPrepTStore &&
+          (err = make_map(&g_maps.maps[4], Tg, kTRow, H, T, kTRow * 2, kTRow * 2 * H, kTRow, kChunk, false)) !=
+              cudaSuccess)
+        return err;
       for (int i = 0; i < 4; ++i) g_maps.ptr[i] = ptrs[i];
       g_maps.T = T, g_maps.H = H, g_maps.device = device, g_maps.ws = ws;
     }
@@ -1960,7 +2085,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #endif
   if (prep && persist)
     D2K_LAUNCH(prep_persist_kernel, dim3(prep_grid), dim3(kPrepThreads), kPrepPersistSmem, stream)(
-        g, beta, tbl, Tg, h, eps, n_slots, maps[1]);
+        g, beta, tbl, Tg, h, eps, n_slots, maps[1], maps[4]);
   else if (prep)
     D2K_LAUNCH(prep_kernel, dim3(n_slots, h), dim3(kPrepThreads), kPrepSmem, stream)(g, beta, tbl, Tg, h, eps, n_slots,
                                                                                      maps[1]);

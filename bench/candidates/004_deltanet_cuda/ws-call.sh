@@ -17,7 +17,14 @@
 #   part 6 (~5 min): the prep's Gram by wgmma and the branch-free P epilogue (after ncu-call.sh), e.g. `6 D2K_PREP_PACK`;
 #   part 7 (~3 min): the default's record on the machine: warm medians and `d2k eval` of the candidate itself;
 #   part 8 (~4 min): the persistent prep (D2K_PREP_PERSIST), e.g. `8 D2K_PREP_PERSIST`;
-#   part 9 (~2 min): the persistent prep past 16 items per CTA as default against D2K_PREP_ONE.
+#   part 9 (~2 min): the persistent prep past 16 items per CTA as default against D2K_PREP_ONE;
+#   part 10 (~6 min, nineteenth session): the default's choice of prep, the persistent prep's table entries carried
+#           ahead (D2K_PREP_AHEAD_OFF the old form) and T's tensor stores (D2K_PREP_TSTORE): gpu-check, warm medians,
+#           the prep's phases, `d2k eval` of the candidate and of a copy with the defines given;
+#   part 11 (~8 min, nineteenth session): part 10 with D2K_T_SUBST (the prep stops at the diagonal inverses, the
+#           state warps get v_new by block substitution): gpu-check, warm medians of the forms on 16seq_64k (the prep
+#           and the walk alone too) and on the other three workloads, phases, `d2k eval` of a copy with the defines
+#           given (e.g. `11 D2K_T_SUBST D2K_PREP_TSTORE`).
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -207,6 +214,57 @@ elif [[ $part == 9 ]]; then
     run "cuda (default)" "$cand" "$w"
     run "cuda, PREP_ONE" "$cand" "$w" D2K_PREP_ONE
   done
+elif [[ $part == 10 ]]; then
+  # (~6 min, nineteenth session) the default's choice of prep (part 9's builds), the table entries carried two items
+  # ahead in the persistent prep (default; D2K_PREP_AHEAD_OFF the old form) and T's rows leaving by tensor stores
+  # (D2K_PREP_TSTORE): gpu-check, warm medians, the prep's phases, then `d2k eval` of the candidate and of a copy
+  # with the defines given after the part (e.g. `10 D2K_PREP_TSTORE`).
+  check_builds "default:auto default:1 PREP_PERSIST,PREP_GRID=7:auto PREP_PERSIST,PREP_AHEAD_OFF:auto PREP_TSTORE:auto PREP_PERSIST,PREP_TSTORE,PREP_GRID=7:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  w=qwen3_next_h32_16seq_64k
+  run "cuda (default)" "$cand" "$w"
+  run "cuda, PREP_AHEAD_OFF" "$cand" "$w" D2K_PREP_AHEAD_OFF
+  run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, AHEAD_OFF" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_AHEAD_OFF
+  run "cuda, prep only, TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
+  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  for w in qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k; do
+    run "cuda (default)" "$cand" "$w"
+    run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
+  done
+  run "cuda, PREP_PERSIST" "$cand" qwen3_next_h32_4seq_16k D2K_PREP_PERSIST
+  echo "== prep phases (t=${SECONDS}s)"
+  for extra in "" "--define D2K_PREP_TSTORE"; do
+    # shellcheck disable=SC2086  # extra is zero or two words
+    timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
+  done
+  eval_copy "004_deltanet_cuda*"
+elif [[ $part == 11 ]]; then
+  check_builds "default:auto T_SUBST:auto T_SUBST:1 PREP_TSTORE:auto T_SUBST,PREP_TSTORE:auto PREP_PERSIST,PREP_TSTORE,T_SUBST,PREP_GRID=7:auto CLASSIC,T_SUBST:auto"
+  echo "== warm medians (t=${SECONDS}s)"
+  w=qwen3_next_h32_16seq_64k
+  run "cuda (default)" "$cand" "$w"
+  run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
+  run "cuda, T_SUBST" "$cand" "$w" D2K_T_SUBST
+  run "cuda, T_SUBST PREP_TSTORE" "$cand" "$w" D2K_T_SUBST D2K_PREP_TSTORE
+  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
+  run "cuda, prep only, T_SUBST TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_T_SUBST D2K_PREP_TSTORE
+  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  run "cuda, walk only, T_SUBST" "$cand" "$w" D2K_ONLY_WALK D2K_T_SUBST
+  for w in qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k; do
+    run "cuda (default)" "$cand" "$w"
+    run "cuda, T_SUBST PREP_TSTORE" "$cand" "$w" D2K_T_SUBST D2K_PREP_TSTORE
+  done
+  echo "== phases (t=${SECONDS}s)"
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    --define D2K_ONLY_PREP --define D2K_PREP_PHASES --define D2K_T_SUBST --define D2K_PREP_TSTORE 2>&1 |
+    grep -E "^prep phases|rror" | tail -1
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    --define D2K_PHASES --define D2K_T_SUBST 2>&1 | grep -E "^phases|rror" | tail -1
+  eval_copy "004_deltanet_cuda_ws"
 else
   eval_copy "004_deltanet_cuda*"
 fi
