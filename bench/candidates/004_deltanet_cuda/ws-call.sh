@@ -23,8 +23,8 @@
 #           the prep's phases, `d2k eval` of the candidate and of a copy with the defines given;
 #   part 11 (~8 min, nineteenth session): part 10 with D2K_T_SUBST (the prep stops at the diagonal inverses, the
 #           state warps get v_new by block substitution): gpu-check, warm medians of the forms on 16seq_64k (the prep
-#           and the walk alone too) and on the other three workloads, phases, `d2k eval` of a copy with the defines
-#           given (e.g. `11 D2K_T_SUBST D2K_PREP_TSTORE`).
+#           and the walk alone too) and on the other three workloads, phases; `d2k eval` of a copy with the defines
+#           given (e.g. `11 D2K_T_SUBST D2K_PREP_TSTORE`) right after the check.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail
@@ -34,6 +34,13 @@ defines=("$@")
 ((${#defines[@]})) || defines=(D2K_WS)
 cd "$(dirname "$0")/../../.." || exit 1
 source bench/candidates/ablate-lib.sh
+# STOP_AT=SECONDS: timings that would start after it are skipped (a call short of device time keeps its output)
+stop_at=${STOP_AT:-560}
+eval "lib_$(declare -f run)"
+run() {
+  ((SECONDS < stop_at)) || { echo "skipped at t=${SECONDS}s: $1 on $3"; return 0; }
+  lib_run "$@"
+}
 task=tasks/004_chunked_gated_deltanet
 cand=bench/candidates/004_deltanet_cuda
 workloads=(qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k)
@@ -243,6 +250,7 @@ elif [[ $part == 10 ]]; then
   eval_copy "004_deltanet_cuda*"
 elif [[ $part == 11 ]]; then
   check_builds "default:auto T_SUBST:auto T_SUBST:1 PREP_TSTORE:auto T_SUBST,PREP_TSTORE:auto PREP_PERSIST,PREP_TSTORE,T_SUBST,PREP_GRID=7:auto CLASSIC,T_SUBST:auto"
+  eval_copy "004_deltanet_cuda_ws"  # first after the check: the record, should the call be cut short
   echo "== warm medians (t=${SECONDS}s)"
   w=qwen3_next_h32_16seq_64k
   run "cuda (default)" "$cand" "$w"
@@ -264,7 +272,6 @@ elif [[ $part == 11 ]]; then
     grep -E "^prep phases|rror" | tail -1
   timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
     --define D2K_PHASES --define D2K_T_SUBST 2>&1 | grep -E "^phases|rror" | tail -1
-  eval_copy "004_deltanet_cuda_ws"
 else
   eval_copy "004_deltanet_cuda*"
 fi
