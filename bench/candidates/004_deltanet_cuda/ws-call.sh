@@ -60,6 +60,12 @@ eval_copy() {  # d2k eval (every workload, cold timing) of the candidates matchi
     SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
     sed -n '/^== summary/,$p'
 }
+prep_phases() {  # the prep's phase clocks on 16seq_64k with the defines given
+  local args=() d
+  for d in "$@"; do args+=(--define "$d"); done
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    --define D2K_ONLY_PREP --define D2K_PREP_PHASES "${args[@]}" 2>&1 | grep -E "^prep phases|rror" | tail -1
+}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 if [[ $part == 1 ]]; then
   echo "== ptxas, D2K_WS (t=${SECONDS}s)"
@@ -141,11 +147,8 @@ elif [[ $part == 5 ]]; then
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
   run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
   echo "== prep phases (t=${SECONDS}s)"
-  for extra in "" "--define D2K_PREP_PACK"; do
-    # shellcheck disable=SC2086  # extra is zero or two words
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
-      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
-  done
+  prep_phases
+  prep_phases D2K_PREP_PACK
   echo "== phase clocks (t=${SECONDS}s)"
   for f in 2 3; do
     timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
@@ -173,11 +176,8 @@ elif [[ $part == 6 ]]; then
   run "cuda, prep only, PREP_MMA" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_MMA
   run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
   echo "== prep phases (t=${SECONDS}s)"
-  for extra in "" "--define D2K_PREP_PACK"; do
-    # shellcheck disable=SC2086  # extra is zero or two words
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 \
-      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
-  done
+  prep_phases
+  prep_phases D2K_PREP_PACK
   echo "== walk phase clocks (t=${SECONDS}s)"
   timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_PHASES 2>&1 |
     grep -E "^phases|rror" | tail -1
@@ -209,8 +209,7 @@ elif [[ $part == 8 ]]; then
   run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
   run "cuda, prep only, PREP_PERSIST" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PERSIST
   echo "== prep phases (t=${SECONDS}s)"
-  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_ONLY_PREP \
-    --define D2K_PREP_PHASES --define D2K_PREP_PERSIST 2>&1 | grep -E "^prep phases|rror" | tail -1
+  prep_phases D2K_PREP_PERSIST
   eval_copy "004_deltanet_cuda_ws"
 elif [[ $part == 9 ]]; then
   # (~2 min; written 2026-12-06 when no device time was left, not run yet) the persistent prep as default past 16 items
@@ -242,11 +241,8 @@ elif [[ $part == 10 ]]; then
   done
   run "cuda, PREP_PERSIST" "$cand" qwen3_next_h32_4seq_16k D2K_PREP_PERSIST
   echo "== prep phases (t=${SECONDS}s)"
-  for extra in "" "--define D2K_PREP_TSTORE"; do
-    # shellcheck disable=SC2086  # extra is zero or two words
-    timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
-      --define D2K_ONLY_PREP --define D2K_PREP_PHASES $extra 2>&1 | grep -E "^prep phases|rror" | tail -1
-  done
+  prep_phases
+  prep_phases D2K_PREP_TSTORE
   eval_copy "004_deltanet_cuda*"
 elif [[ $part == 11 ]]; then
   check_builds "default:auto T_SUBST:auto T_SUBST:1 PREP_TSTORE:auto T_SUBST,PREP_TSTORE:auto PREP_PERSIST,PREP_TSTORE,T_SUBST,PREP_GRID=7:auto CLASSIC,T_SUBST:auto"
@@ -267,9 +263,7 @@ elif [[ $part == 11 ]]; then
     run "cuda, T_SUBST PREP_TSTORE" "$cand" "$w" D2K_T_SUBST D2K_PREP_TSTORE
   done
   echo "== phases (t=${SECONDS}s)"
-  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
-    --define D2K_ONLY_PREP --define D2K_PREP_PHASES --define D2K_T_SUBST --define D2K_PREP_TSTORE 2>&1 |
-    grep -E "^prep phases|rror" | tail -1
+  prep_phases D2K_T_SUBST D2K_PREP_TSTORE
   timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
     --define D2K_PHASES --define D2K_T_SUBST 2>&1 | grep -E "^phases|rror" | tail -1
 else
