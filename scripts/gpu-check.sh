@@ -194,6 +194,7 @@ run_profile() {  # one CUDA solution on one workload, plain and under Nsight Com
 run_candidates() {  # each bench/candidates/NNN_*/ is a solution of task NNN, evaluated with every timed workload
   for dir in bench/candidates/${CANDIDATES:-*}/; do
     [[ -d $dir ]] || { echo "no candidate in bench/candidates/" | tee -a "$OUT/summary.txt"; break; }
+    [[ -f $dir/solution.toml ]] || continue  # a folder of tools for a solution kept elsewhere (e.g. a task's expert)
     local name task
     name=$(basename "$dir")
     task=${name%%_*}

@@ -2,7 +2,8 @@
 # kernels, compiled by the host compiler, against a float64 reference. A broken emulation or kernel fails here.
 find_package(Threads REQUIRED)
 
-# One CTest per form of bench/candidates/004_deltanet_cuda/solution.cu: cpu_check.cpp built with the form's defines.
+# One CTest per form of the 004 expert (tasks/004_chunked_gated_deltanet/expert/solution.cu, developed in
+# bench/candidates/004_deltanet_cuda): that folder's cpu_check.cpp built with the form's defines.
 function(d2k_cpu_check_004 suffix)
   set(target "d2k_cpu_check_004${suffix}")
   add_executable(${target} "${PROJECT_SOURCE_DIR}/bench/candidates/004_deltanet_cuda/cpu_check.cpp")
@@ -32,9 +33,10 @@ d2k_cpu_check_004(_prep_pack D2K_PREP_PACK)
 # The persistent prep (D2K_PREP_PERSIST: two k tiles, the next item's copies in flight), on three CTAs so that each
 # walks many items and both tiles' mbarrier phases turn over.
 d2k_cpu_check_004(_prep_persist D2K_PREP_PERSIST D2K_PREP_GRID=3)
-# The same with T's rows leaving through tensor stores from a staging tile (D2K_PREP_TSTORE; partial chunks keep the
-# threads' stores).
-d2k_cpu_check_004(_prep_tstore D2K_PREP_PERSIST D2K_PREP_GRID=3 D2K_PREP_TSTORE)
-# The prep stopping at the diagonal inverses and the walks' block substitution for v_new (D2K_T_SUBST), in the
-# warp-specialized walk and (the split cases) the classic one.
-d2k_cpu_check_004(_t_subst D2K_T_SUBST)
+# (T's rows leave there through tensor stores from a staging tile, partial chunks by the threads' stores.) The same
+# with the threads' stores for every chunk (D2K_PREP_TSTORE_OFF, the form before 2026-12-07).
+d2k_cpu_check_004(_prep_tstore_off D2K_PREP_PERSIST D2K_PREP_GRID=3 D2K_PREP_TSTORE_OFF)
+# T itself from the prep (its three block-substitution levels; D2K_T_FULL, the form before 2026-12-07) instead of
+# the diagonal inverses and the walks' block substitution for v_new, in the warp-specialized walk and (the split
+# cases) the classic one.
+d2k_cpu_check_004(_t_full D2K_T_FULL)

