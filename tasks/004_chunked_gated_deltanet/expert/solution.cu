@@ -3,10 +3,12 @@
 // H200). Developed in bench/candidates/004_deltanet_cuda: the CPU emulation check (cpu-check.sh, CTests), the GPU
 // check of every form (gpu-check.sh), the device calls (ws-call.sh) and NOTES.md with every figure.
 //
-// Measured (NVIDIA H200, 2026-12-06, `d2k eval` of this design's warp-specialized walk before the persistent prep,
-// bench/candidates/004_deltanet_cuda/h200-2026-12-06-part5.txt): 1.698 / 0.511 / 2.129 / 0.174 ms on 16seq_64k /
-// 4seq_16k / 1seq_32k / 64seq_8k, every workload passed; NVIDIA H100, 2026-12-06, with the persistent prep (the
-// pick on 16seq_64k): 1.438 ms.
+// Measured (NVIDIA H100 80GB HBM3, 2026-12-07, `d2k eval TASK --solutions expert,naive --seeds 1 --max-time 1
+// --compile-baseline-timeout 60 (scripts/gpu-check.sh calibrate pairs)`, bench/suite_targets.py --record): 0.4096 /
+// 1.69 / 1.239 / 0.1453 ms on qwen3_next_h32_4seq_16k / qwen3_next_h32_1seq_32k / qwen3_next_h32_16seq_64k /
+// qwen3_next_tp2_h16_64seq_8k; 2003x / 2766x / 900.4x / 366.3x over eager (geometric mean 1163x, target 3.0x);
+// 57.27% of speed-of-light on qwen3_next_h32_16seq_64k; naive kernel 10.4 / 48.95 / 31.96 / 1.869 ms (expert 25.4x
+// / 28.97x / 25.78x / 12.86x faster); torch.compile - / - / - / - ms.
 //
 // Computes the gated delta rule over the packed sequences of a prefill batch, per sequence and head, with q and k
 // L2-normalized: S_t = exp(g_t) (S_{t-1} - beta_t (S_{t-1} k_t) k_t^T) + beta_t v_t k_t^T from S = 0 at every
