@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 source bench/candidates/ablate-lib.sh
 task=tasks/004_chunked_gated_deltanet
-c=bench/candidates/004_deltanet_cuda
+s=tasks/004_chunked_gated_deltanet/expert  # the solution (the task's expert since 2026-12-07)
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
 phases() {  # label workload [define ...]
@@ -18,7 +18,7 @@ phases() {  # label workload [define ...]
   shift 2
   for d in "$@"; do args+=(--define "$d"); done
   echo "-- $label on $w"
-  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$c" "$w" --calls 3 --define D2K_PHASES "${args[@]}" 2>&1 |
+  timeout 90 python3 bench/profile_cuda_solution.py "$task" "$s" "$w" --calls 3 --define D2K_PHASES "${args[@]}" 2>&1 |
     grep -E "^phases|median|Error|error" | tail -2
 }
 echo "== phase clocks (t=${SECONDS}s)"
@@ -30,7 +30,7 @@ phases "default" qwen3_next_tp2_h16_64seq_8k
 
 echo "== SASS mix of walk_kernel<8, false> (t=${SECONDS}s)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared -lineinfo -Iinclude \
-  tasks/004_chunked_gated_deltanet/expert/solution.cu -o /tmp/walk-diag.so 2>&1 | grep -E "error" | head
+  $s/solution.cu -o /tmp/walk-diag.so 2>&1 | grep -E "error" | head
 objdump_bin=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
 if [[ -n $objdump_bin ]]; then
   "$objdump_bin" -sass /tmp/walk-diag.so >/tmp/all.sass 2>/dev/null
@@ -49,7 +49,7 @@ if [[ -n $ncu_bin ]]; then
   timeout 240 "$ncu_bin" --clock-control none --kernel-name regex:walk --launch-skip 1 --launch-count 1 \
     --section WarpStateStats --section SourceCounters --section SchedulerStats --section ComputeWorkloadAnalysis \
     --import-source yes -f -o /tmp/walk-ncu \
-    python3 bench/profile_cuda_solution.py "$task" "$c" qwen3_next_h32_1seq_32k --calls 2 --define D2K_SPLIT=1 \
+    python3 bench/profile_cuda_solution.py "$task" "$s" qwen3_next_h32_1seq_32k --calls 2 --define D2K_SPLIT=1 \
     >/tmp/ncu-run.txt 2>&1
   grep -E "==ERROR==|==WARNING==" /tmp/ncu-run.txt | head -5
   "$ncu_bin" -i /tmp/walk-ncu.ncu-rep --page details 2>&1 |

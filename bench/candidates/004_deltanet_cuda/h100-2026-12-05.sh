@@ -6,14 +6,15 @@
 cd "$(dirname "$0")/../../.." || exit 1
 source bench/candidates/ablate-lib.sh
 task=tasks/004_chunked_gated_deltanet
-c=bench/candidates/004_deltanet_cuda
-run "cuda, prep only" $c qwen3_next_h32_16seq_64k D2K_ONLY_PREP
-run "cuda, walk only" $c qwen3_next_h32_16seq_64k D2K_ONLY_WALK
-run "cuda, walk only WGMMA" $c qwen3_next_h32_16seq_64k D2K_ONLY_WALK D2K_WGMMA
-run "cuda" $c qwen3_next_h32_1seq_32k
-run "cuda" $c qwen3_next_h32_4seq_16k
-run "cuda" $c qwen3_next_tp2_h16_64seq_8k
-run "table only (FUSE_T, ONLY_PREP)" $c qwen3_next_h32_16seq_64k D2K_FUSE_T D2K_ONLY_PREP
-run "cuda, SPLIT=1" $c qwen3_next_h32_1seq_32k D2K_SPLIT=1
-run "cuda, SPLIT=2" $c qwen3_next_h32_1seq_32k D2K_SPLIT=2
-run "table only" $c qwen3_next_h32_1seq_32k D2K_FUSE_T D2K_ONLY_PREP
+c=bench/candidates/004_deltanet_cuda  # tools
+s=tasks/004_chunked_gated_deltanet/expert  # the solution (the task's expert since 2026-12-07)
+run "cuda, prep only" $s qwen3_next_h32_16seq_64k D2K_ONLY_PREP
+run "cuda, walk only" $s qwen3_next_h32_16seq_64k D2K_ONLY_WALK
+run "cuda, walk only WGMMA" $s qwen3_next_h32_16seq_64k D2K_ONLY_WALK D2K_WGMMA
+run "cuda" $s qwen3_next_h32_1seq_32k
+run "cuda" $s qwen3_next_h32_4seq_16k
+run "cuda" $s qwen3_next_tp2_h16_64seq_8k
+run "table only (FUSE_T, ONLY_PREP)" $s qwen3_next_h32_16seq_64k D2K_FUSE_T D2K_ONLY_PREP
+run "cuda, SPLIT=1" $s qwen3_next_h32_1seq_32k D2K_SPLIT=1
+run "cuda, SPLIT=2" $s qwen3_next_h32_1seq_32k D2K_SPLIT=2
+run "table only" $s qwen3_next_h32_1seq_32k D2K_FUSE_T D2K_ONLY_PREP

@@ -39,7 +39,7 @@ elif [[ $part == 1 ]]; then
   echo "== d2k eval (t=${SECONDS}s)"
   mkdir -p ${cand}_fw
   { echo '#define D2K_FUSE_T'; echo '#define D2K_WGMMA'; cat $sol/solution.cu; } >${cand}_fw/solution.cu
-  sed 's/^name = .*/name = "cuda_fuse_t_wgmma"/' $cand/solution.toml >${cand}_fw/solution.toml
+  sed 's/^name = .*/name = "cuda_fuse_t_wgmma"/' $sol/solution.toml >${cand}_fw/solution.toml
   GPU_DEADLINE=420 CANDIDATES='004_deltanet_cuda*' SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" \
     SUITE_TASK_TIMEOUT=200 OUT=/tmp/call-eval bash scripts/gpu-check.sh candidates 2>&1 | grep -vE '^\[' | tail -40
   echo "== warm medians (t=${SECONDS}s)"
@@ -56,7 +56,7 @@ else
     for sp in 1 2 4; do run "cuda, D2K_SPLIT=$sp" "$sol" "$w" D2K_SPLIT=$sp; done
   done
   echo "== ncu, walk on 16seq_64k (t=${SECONDS}s)"
-  GPU_DEADLINE=240 PROFILE="$task $cand qwen3_next_h32_16seq_64k walk" OUT=/tmp/call-prof \
+  GPU_DEADLINE=240 PROFILE="$task $sol qwen3_next_h32_16seq_64k walk" OUT=/tmp/call-prof \
     bash scripts/gpu-check.sh profile 2>&1 | grep -vE '^\[' | tail -45
 fi
 echo "== done (t=${SECONDS}s)"
