@@ -25,6 +25,8 @@
 #           state warps get v_new by block substitution): gpu-check, warm medians of the forms on 16seq_64k (the prep
 #           and the walk alone too) and on the other three workloads, phases; `d2k eval` of a copy with the defines
 #           given (e.g. `11 D2K_T_SUBST D2K_PREP_TSTORE`) right after the check.
+# Since 2026-12-07 D2K_T_SUBST and D2K_PREP_TSTORE are the default (as defines they change nothing), so parts 10 and
+# 11 rerun now time the default against itself; the old forms are D2K_T_FULL and D2K_PREP_TSTORE_OFF.
 # Run from the repository root (carry .deps): bash bench/candidates/004_deltanet_cuda/ws-call.sh PART [DEFINE ...] 2>&1 |
 #   tail -60
 set -uo pipefail

@@ -77,7 +77,8 @@ constexpr bool kWgmma = false;
 #endif
 // D2K_WS_WGMMA (with D2K_WS): the warp-specialized walk's S_0 K^T and S_0 Q^T through wgmma, B read straight from
 // the tensor copies' swizzled tiles; D2K_WS_WGMMA=2: the state update (S += v_new' K, K N-major) too.
-// D2K_WS_WGMMA=3: v_new = T y and o += v_new P^T too (whole 64 x 64 tiles, zeros above the diagonal).
+// D2K_WS_WGMMA=3: o += v_new P^T too, and v_new = T y with -DD2K_T_FULL (whole 64 x 64 tiles, zeros above the
+// diagonal).
 #ifdef D2K_WS_WGMMA
 #ifndef D2K_WS
 #error "D2K_WS_WGMMA varies the walk of D2K_WS"
@@ -169,12 +170,13 @@ constexpr bool kPrepWg = true;  // A's Gram matrix by wgmma (the mma.sync form's
 constexpr int kPrepSmem = kPBar + 16 + 1024;       // + room to align the base to 1024 bytes (128-byte swizzle)
 static_assert(kChunk * kFRow * 4 >= kTileBytes, "T's blocks must cover the k tile they overwrite");
 // kTSubst (the default since 2026-12-07; -DD2K_T_FULL the old form, T itself from the prep): the prep stops after
-// the four 16 x 16 diagonal inverses and stores, in T's place, M: the inverses T_ii on the diagonal and -A_ij below it; the walk's state warps then get v_new from y
-// by block substitution, v_new_i = (y_i + sum_{j < i} v_new_j M_ij^T) M_ii^T (ten 16 x 16 block products in a chain
-// of four), instead of one product with T. The prep drops its three block-substitution levels (4.4k of its ~16k
-// cycles an item in the phase clocks of 2026-12-06, H100); T's bytes and layout are unchanged. Measured 2026-12-07
-// (H100, warm): the prep 0.50 -> 0.36 ms, the walk 0.906 -> 0.914 ms on 16seq_64k.
-#if !defined(D2K_T_FULL) || defined(D2K_T_SUBST)
+// the four 16 x 16 diagonal inverses and stores, in T's place, M: the inverses T_ii on the diagonal and -A_ij below
+// it; the walk's state warps then get v_new from y by block substitution, v_new_i = (y_i + sum_{j < i} v_new_j
+// M_ij^T) M_ii^T (ten 16 x 16 block products in a chain of four), instead of one product with T. The prep drops its
+// three block-substitution levels (4.4k of its ~16k cycles an item in the phase clocks of 2026-12-06, H100); T's
+// bytes and layout are unchanged. Measured 2026-12-07 (H100, warm): the prep 0.50 -> 0.36 ms, the walk 0.906 ->
+// 0.914 ms on 16seq_64k.
+#ifndef D2K_T_FULL
 constexpr bool kTSubst = true;
 #else
 constexpr bool kTSubst = false;
@@ -969,7 +971,7 @@ constexpr bool kPrepAhead = true;
 // row stores; partial chunks (their rows past L are the next sequence's) keep the threads' stores. The k tile's next
 // copy is then issued after the next item's first barrier, once the store has read the staging tile. The default
 // since 2026-12-07 (H100, warm: the prep alone 0.560 -> 0.500 ms on 16seq_64k); -DD2K_PREP_TSTORE_OFF the old form.
-#if !defined(D2K_PREP_TSTORE_OFF) || defined(D2K_PREP_TSTORE)
+#ifndef D2K_PREP_TSTORE_OFF
 constexpr bool kPrepTStore = true;
 #else
 constexpr bool kPrepTStore = false;
