@@ -40,3 +40,14 @@ d2k_cpu_check_004(_prep_tstore_off D2K_PREP_PERSIST D2K_PREP_GRID=3 D2K_PREP_TST
 # the diagonal inverses and the walks' block substitution for v_new, in the warp-specialized walk and (the split
 # cases) the classic one.
 d2k_cpu_check_004(_t_full D2K_T_FULL)
+
+# The 007 "phased" candidate (bench/candidates/007_topk_phased): every route of its decisions (plain, list, tested,
+# the list's overflow, the tested rows' continuation) and both load paths, judged by support and, for batches of
+# one repeated row, by distribution.
+add_executable(d2k_cpu_check_007_phased "${PROJECT_SOURCE_DIR}/bench/candidates/007_topk_phased/cpu_check.cpp")
+target_compile_definitions(d2k_cpu_check_007_phased PRIVATE D2K_CPU_EMU)
+target_compile_options(d2k_cpu_check_007_phased PRIVATE -Wno-unknown-pragmas)
+target_include_directories(d2k_cpu_check_007_phased PRIVATE "${PROJECT_SOURCE_DIR}/include")
+target_link_libraries(d2k_cpu_check_007_phased PRIVATE Threads::Threads)
+add_test(NAME cuda_emu_candidate_007_phased COMMAND d2k_cpu_check_007_phased --quick)
+set_tests_properties(cuda_emu_candidate_007_phased PROPERTIES TIMEOUT 900)

@@ -58,12 +58,14 @@ constexpr cudaError_t cudaErrorMemoryAllocation = 2;
 typedef struct CUstream_st* cudaStream_t;
 enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 
 // The SM count the emulated device reports: the H200's, so host code takes the H200's paths.
 inline int emu_sm_count = 132;
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
-  *v = a == cudaDevAttrMultiProcessorCount ? emu_sm_count : 0;
+  *v = a == cudaDevAttrMultiProcessorCount ? emu_sm_count
+      : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 232448  // Hopper's opt-in limit per CTA (227 KB)
+                                                      : 0;
   return cudaSuccess;
 }
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The 007 "phased" candidate on the GPU: the correctness check of cpu_check.cpp built by nvcc (full sizes,
+# 20,000-row distribution tests), warm-L2 medians beside the expert (bench/profile_cuda_solution.py; the summary
+# pass alone and the pass with the decisions as variants), then `d2k eval` of the candidate (every workload, cold
+# L2, the measurement of record). Usage (on the GPU machine, repository root): bash bench/candidates/007_topk_phased/device-call.sh
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+cand=bench/candidates/007_topk_phased
+task=tasks/007_topk_topp_sampling
+nvidia-smi --query-gpu=name --format=csv,noheader
+echo "== gpu check"
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu \
+  && timeout 120 /tmp/ph_gpu
+echo "== warm medians"
+source bench/candidates/ablate-lib.sh
+for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000; do
+  run expert "$task/expert" "$w"
+  run phased "$cand" "$w"
+done
+run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
+run "phased, no test pass" "$cand" llama3_b256_v128256 D2K_NO_TEST
+[[ ${SKIP_EVAL:-0} == 1 ]] && exit 0
+echo "== d2k eval"
+CANDIDATES=007_topk_phased SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" GPU_DEADLINE=${GPU_DEADLINE:-300} \
+  bash scripts/gpu-check.sh candidates 2>&1 | tail -30

@@ -1,0 +1,834 @@
+/* topk_topp_sampling candidate "phased": one balanced HBM pass that summarizes every row, then per-row decisions
+ * from the summaries; only rows whose kept set may be large are read again, by a pass shared by the whole GPU.
+ *
+ * Computes, for every row b of logits [B, V] fp32: one token id drawn from softmax(logits[b] / temperature[b])
+ * restricted to the row's top-k set (ties kept) and top-p set (the token crossing top_p kept), both taken on the
+ * full distribution, renormalized over their intersection, with the row's uniform draws u[b, :] as randomness.
+ *
+ * Design (y = x * log2(e) / T, weights 2^(y - M) with M the row's max y):
+ *  - stats: (row, 4096-element chunk) items over the whole GPU. Each 64-element segment leaves its max and its
+ *    sum of 2^(y - max): 16 KB of summaries per 128256-element row, the only output of the one full pass.
+ *  - decide, one CTA per row, from the summaries:
+ *      plain rows (top_k >= V, top_p = 1): inverse CDF over the segments' masses, then inside the drawn segment;
+ *      list rows (top_k <= segments, <= 1024): g = the k-th largest segment max bounds the k-th largest y from
+ *        below (k segments hold an element >= g), so only the ~k segments whose max reaches g are read back and
+ *        the candidates y >= g (~1.1-1.4 k on LLM rows) hold K and the top-p crossing inside it. Radix selects
+ *        over the candidates give the exact k-th value and the top-p crossing; inverse CDF over the kept ones;
+ *      other rows (large kept sets): 16 proposals from the full distribution (segments' masses, then the
+ *        segment), to be tested.
+ *  - test: (tested row, 8192-element chunk) items over the whole GPU count the tokens and sum the mass strictly
+ *    above each proposal; finish takes, per row, the first proposal (in draw order) with fewer than top_k tokens
+ *    and less than top_p of the mass above it: rejection sampling from p over a superset of K & P, exact. Rows
+ *    that reject all 16 continue alone with draws 16.. (a pass each), then take the argmax, as the expert does.
+ */
+#include "d2k/solution.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#ifndef D2K_CPU_EMU
+#include <cuda_runtime.h>
+#define D2K_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#define D2K_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#else
+#include <atomic>
+#define D2K_DYN_SMEM(name) unsigned char* name = emu::t_cta->smem
+#define D2K_LAUNCH(kernel, grid, block, smem, stream) \
+  (static_cast<void>(stream), emu::launcher(kernel, grid, block, smem))
+#endif
+
+namespace {
+
+constexpr int kSeg = 64;            // elements per segment summary
+constexpr int kChunk1 = 4096;       // elements per stats item (256 threads x 2 x 8)
+constexpr int kChunk3 = 8192;       // elements per test item (256 threads x 4 x 8)
+constexpr int kThreads1 = 256;
+constexpr int kThreads2 = 512;      // decide and finish
+constexpr int kWarps2 = kThreads2 / 32;
+constexpr int kProp = 16;           // proposals tested by the shared pass
+constexpr int kCap = 4096;          // candidates of a list row
+constexpr int kListMaxK = 1024;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------- primitives (GPU, or the CPU emulation)
+#ifndef D2K_CPU_EMU
+__device__ __forceinline__ float ex2(float x) {  // 2^x; ex2.approx(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ unsigned f2u(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ float shx(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ float shup(float v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
+__device__ __forceinline__ float shf(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+__device__ __forceinline__ unsigned ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
+__device__ __forceinline__ int ctz(unsigned m) { return __ffs(m) - 1; }      // m != 0
+__device__ __forceinline__ int hibit(unsigned m) { return 31 - __clz(m); }  // m != 0
+__device__ __forceinline__ int s_add(int* a, int v) { return atomicAdd(a, v); }
+__device__ __forceinline__ void s_addf(float* a, float v) { atomicAdd(a, v); }
+__device__ __forceinline__ void s_min(int* a, int v) { atomicMin(a, v); }
+__device__ __forceinline__ void s_max(int* a, int v) { atomicMax(a, v); }
+__device__ __forceinline__ int g_add(int* a, int v) { return atomicAdd(a, v); }
+__device__ __forceinline__ float u2f(unsigned u) { return __uint_as_float(u); }
+__device__ __forceinline__ float4 ld4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float ld1(const float* p) { return __ldg(p); }
+#else
+inline float ex2(float x) { return std::exp2(x); }
+inline unsigned f2u(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float shx(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+inline float shup(float v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
+inline float shf(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+inline unsigned ballot(bool p) {
+  return emu::collective<unsigned>(p, [](unsigned, auto get) {
+    unsigned m = 0;
+    for (unsigned i = 0; i < 32; ++i) m |= (get(i) ? 1u : 0u) << i;
+    return m;
+  });
+}
+inline int ctz(unsigned m) { return __builtin_ctz(m); }
+inline int hibit(unsigned m) { return 31 - __builtin_clz(m); }
+inline int s_add(int* a, int v) { return std::atomic_ref<int>(*a).fetch_add(v); }
+inline void s_addf(float* a, float v) { std::atomic_ref<float>(*a).fetch_add(v); }
+inline void s_min(int* a, int v) {
+  std::atomic_ref<int> r(*a);
+  int cur = r.load();
+  while (v < cur && !r.compare_exchange_weak(cur, v)) {
+  }
+}
+inline void s_max(int* a, int v) {
+  std::atomic_ref<int> r(*a);
+  int cur = r.load();
+  while (v > cur && !r.compare_exchange_weak(cur, v)) {
+  }
+}
+inline int g_add(int* a, int v) { return s_add(a, v); }
+inline float u2f(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+inline float ld1(const float* p) { return *p; }
+#endif
+
+__device__ __forceinline__ float neg_inf() { return -__builtin_huge_valf(); }
+// Order-preserving key of a float: a larger float has a larger key (-inf smallest among the values used).
+__device__ __forceinline__ unsigned fkey(float f) {
+  const unsigned u = f2u(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float funkey(unsigned k) { return u2f((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+// Eight consecutive elements of a row from e0, -inf past V. vec: the row is 16-byte aligned and V % 4 == 0, so
+// e0 (a multiple of 8) starts two float4 that are each wholly inside or outside the row.
+__device__ __forceinline__ void load8(const float* row, int e0, int V, bool vec, float (&x)[8]) {
+  if (vec) {
+    const float4 a = e0 < V ? ld4(row + e0) : make_float4(neg_inf(), neg_inf(), neg_inf(), neg_inf());
+    const float4 b = e0 + 4 < V ? ld4(row + e0 + 4) : make_float4(neg_inf(), neg_inf(), neg_inf(), neg_inf());
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = e0 + i < V ? ld1(row + e0 + i) : neg_inf();
+  }
+}
+
+// ---------------------------------------------------------------- kernel 1: segment summaries
+__global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restrict__ logits,
+                                                          const float* __restrict__ temperature, int V, int nseg,
+                                                          int nch1, bool vec, float2* __restrict__ stats,
+                                                          int* __restrict__ ntest) {
+  const int item = blockIdx.x;
+  const int b = item / nch1, c = item % nch1;
+  const int tid = threadIdx.x;
+  if (item == 0 && tid == 0) *ntest = 0;  // the previous call's finish has ended (stream order)
+  const float sc = kLog2e / temperature[b];
+  const float* row = logits + static_cast<size_t>(b) * V;
+  float x[2][8];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) load8(row, c * kChunk1 + u * (kChunk1 / 2) + 8 * tid, V, vec, x[u]);
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    float m = neg_inf();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[u][i] *= sc;
+      m = fmaxf(m, x[u][i]);
+    }
+    m = fmaxf(m, shx(m, 1));
+    m = fmaxf(m, shx(m, 2));
+    m = fmaxf(m, shx(m, 4));
+    const float ref = m == neg_inf() ? 0.f : m;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s += ex2(x[u][i] - ref);
+    s += shx(s, 1);
+    s += shx(s, 2);
+    s += shx(s, 4);
+    const int seg = (c * kChunk1 + u * (kChunk1 / 2) + 8 * tid) / kSeg;
+    if ((tid & 7) == 0 && seg < nseg) stats[static_cast<size_t>(b) * nseg + seg] = make_float2(m, s);
+  }
+}
+
+// ---------------------------------------------------------------- block helpers (512 threads)
+struct Shared2 {  // the fixed part of decide's and finish's shared memory
+  float redf[kWarps2];
+  unsigned redu[kWarps2];
+  float bf[4];
+  int bi[8];
+  unsigned hk[256];
+  float hw[256];
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) v += shx(v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) v = fmaxf(v, shx(v, o));
+  return v;
+}
+// Block sums and maxima in a fixed order (the same result in every thread).
+__device__ float block_sum(float v, Shared2& sh) {
+  v = warp_sum(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.redf[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps2; ++w) t += sh.redf[w];
+  return t;
+}
+__device__ float block_max(float v, Shared2& sh) {
+  v = warp_max(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.redf[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = neg_inf();
+#pragma unroll
+  for (int w = 0; w < kWarps2; ++w) t = fmaxf(t, sh.redf[w]);
+  return t;
+}
+// Inclusive scan of one value per thread, in thread order.
+__device__ float block_incl_scan(float v, Shared2& sh) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  float s = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const float o = shup(s, d);
+    if (lane >= d) s += o;
+  }
+  __syncthreads();
+  if (lane == 31) sh.redf[w] = s;
+  __syncthreads();
+  float off = 0.f;
+  for (int i = 0; i < w; ++i) off += sh.redf[i];
+  return off + s;
+}
+
+// The key of the element where, going down from the largest, the cumulative weight first reaches `budget`
+// (weights 1: the budget-th largest; masses: the top-p crossing). keys[0, n), weight(i) gives element i's weight.
+// Four 8-bit digits; a budget never reached (rounding) takes the lowest nonempty bin.
+template <class W>
+__device__ unsigned radix_select(const unsigned* keys, int n, W weight, float budget, Shared2& sh) {
+  unsigned prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += kThreads2) sh.hw[i] = 0.f;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += kThreads2) {
+      const unsigned k = keys[i];
+      if ((k & mask) == prefix) s_addf(&sh.hw[(k >> shift) & 255u], weight(i));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // warp 0: bins from the top, 8 per lane (lane 0 holds 255..248)
+      const int lane = threadIdx.x;
+      float loc[8], tot = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        loc[j] = sh.hw[255 - (lane * 8 + j)];
+        tot += loc[j];
+      }
+      float inc = tot;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const float o = shup(inc, d);
+        if (lane >= d) inc += o;
+      }
+      const float exc = inc - tot;
+      const unsigned hm = ballot(exc < budget && inc >= budget);
+      const unsigned nonempty = ballot(tot > 0.f);
+      // The crossing lane, or (a budget not reached by rounding) the lowest nonempty one.
+      const int src = hm ? ctz(hm) : hibit(nonempty ? nonempty : 1u);
+      if (lane == src) {
+        float run = exc;
+        int pick = -1, last = 0;
+        for (int j = 0; j < 8; ++j) {
+          if (loc[j] > 0.f) last = j;
+          if (hm && pick < 0) {
+            if (run + loc[j] >= budget) pick = j;
+            else run += loc[j];
+          }
+        }
+        if (pick < 0) pick = last;  // then the next digits look for that bin's lowest element
+        sh.bf[0] = hm ? budget - run : loc[pick];
+        sh.bi[0] = 255 - (lane * 8 + pick);
+      }
+    }
+    __syncthreads();
+    prefix |= static_cast<unsigned>(sh.bi[0]) << shift;
+    mask |= 255u << shift;
+    budget = sh.bf[0];
+  }
+  return prefix;
+}
+
+struct RowSummary {
+  float M, Z;
+};
+
+// Loads row b's segment summaries: smx[s] = segment max, pre[s] = inclusive prefix of the masses 2^(y - M).
+__device__ RowSummary load_summary(const float2* __restrict__ stats, int b, int nseg, float* smx, float* pre,
+                                   Shared2& sh) {
+  const float2* st = stats + static_cast<size_t>(b) * nseg;
+  float m = neg_inf();
+  for (int s = threadIdx.x; s < nseg; s += kThreads2) {
+    const float2 v = st[s];
+    smx[s] = v.x;
+    pre[s] = v.y;
+    m = fmaxf(m, v.x);
+  }
+  const float M = block_max(m, sh);  // its barriers order the stores above
+  const int per = (nseg + kThreads2 - 1) / kThreads2;
+  const int s0 = threadIdx.x * per, s1 = s0 + per < nseg ? s0 + per : nseg;
+  float loc = 0.f;
+  for (int s = s0; s < s1; ++s) loc += smx[s] == neg_inf() ? 0.f : pre[s] * ex2(smx[s] - M);
+  const float inc = block_incl_scan(loc, sh);
+  float run = inc - loc;
+  for (int s = s0; s < s1; ++s) {
+    run += smx[s] == neg_inf() ? 0.f : pre[s] * ex2(smx[s] - M);
+    pre[s] = run;
+  }
+  __syncthreads();
+  const float Z = pre[nseg - 1];
+  return {M, Z};
+}
+
+// One warp draws a token from p (all of the row) with target t in [0, Z): the first segment whose inclusive
+// prefix passes t, then the first element inside it whose running mass passes the rest. Rounding that leaves the
+// target past the segment's own sum takes its last element of positive weight (else its last element).
+__device__ void warp_draw(const float* row, int V, float sc, float M, const float* pre, int nseg, float t, int& j,
+                          float& yj) {
+  const int lane = threadIdx.x & 31;
+  int lo = 0, hi = nseg - 1;  // the first s with pre[s] > t (the last if none)
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (pre[mid] > t) hi = mid;
+    else lo = mid + 1;
+  }
+  const int s = lo;
+  float r = t - (s > 0 ? pre[s - 1] : 0.f);
+  float y[2], w[2], inc[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int e = s * kSeg + h * 32 + lane;
+    y[h] = e < V ? ld1(row + e) * sc : neg_inf();
+    w[h] = ex2(y[h] - M);
+    inc[h] = w[h];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const float o = shup(inc[h], d);
+      if (lane >= d) inc[h] += o;
+    }
+  }
+  const float tot0 = shf(inc[0], 31);
+  const unsigned hit0 = ballot(inc[0] > r && w[0] > 0.f);
+  const unsigned hit1 = ballot(inc[1] > r - tot0 && w[1] > 0.f);
+  const unsigned pos0 = ballot(w[0] > 0.f), pos1 = ballot(w[1] > 0.f);
+  const unsigned val0 = ballot(y[0] != neg_inf()), val1 = ballot(y[1] != neg_inf());
+  int f;
+  if (hit0) f = ctz(hit0);
+  else if (hit1) f = 32 + ctz(hit1);
+  else if (pos1) f = 32 + hibit(pos1);
+  else if (pos0) f = hibit(pos0);
+  else if (val1) f = 32 + hibit(val1);
+  else f = hibit(val0 ? val0 : 1u);
+  const float ya = shf(y[0], f & 31), yb = shf(y[1], f & 31);
+  j = s * kSeg + f;
+  yj = f < 32 ? ya : yb;
+}
+
+// decide's and finish's dynamic shared memory: Shared2, smx[ns], pre[ns], seglist[ns], skey[ns], ckey[kCap],
+// cidx[kCap] (ns = nseg rounded up to 4).
+__host__ __device__ inline size_t smem2_bytes(int nseg) {
+  const size_t ns = static_cast<size_t>((nseg + 3) & ~3);
+  return (sizeof(Shared2) + 15) / 16 * 16 + ns * 16 + static_cast<size_t>(kCap) * 8;
+}
+
+struct Scratch {
+  float2* stats;    // [B, nseg]
+  float2* rowinfo;  // [B]: M, Z of the tested rows
+  float* prop_y;    // [B, kProp]
+  int* prop_j;      // [B, kProp]
+  int* test_rows;   // [B]
+  int* ntest;       // [1]
+  float* part;      // [B, nch3, 32]: counts (0..15) and masses (16..31) above each proposal, per chunk
+};
+
+struct Args {
+  const float* logits;
+  const float* temperature;
+  const int* top_k;
+  const float* top_p;
+  const float* u;
+  long long* ids;
+  int B, V, R, nseg, nch3;
+  bool vec;
+};
+
+struct Smem2 {
+  Shared2* sh;
+  float* smx;
+  float* pre;
+  int* seglist;
+  unsigned* skey;
+  unsigned* ckey;
+  int* cidx;
+};
+__device__ Smem2 carve(unsigned char* raw, int nseg) {
+  const int ns = (nseg + 3) & ~3;
+  Smem2 m;
+  m.sh = reinterpret_cast<Shared2*>(raw);
+  m.smx = reinterpret_cast<float*>(raw + (sizeof(Shared2) + 15) / 16 * 16);
+  m.pre = m.smx + ns;
+  m.seglist = reinterpret_cast<int*>(m.pre + ns);
+  m.skey = reinterpret_cast<unsigned*>(m.seglist + ns);
+  m.ckey = m.skey + ns;
+  m.cidx = reinterpret_cast<int*>(m.ckey + kCap);
+  return m;
+}
+
+// Rejection continued by one CTA for a row whose first proposals were all rejected: draws n0.. one at a time,
+// each tested by the CTA's own pass over the row; then the argmax (lowest index), as the expert does.
+__device__ void continue_row(const Args& a, int b, int n0, float sc, const RowSummary& rs, const float* pre,
+                             Shared2& sh) {
+  const float* row = a.logits + static_cast<size_t>(b) * a.V;
+  const int k = a.top_k[b];
+  const float p = a.top_p[b];
+  for (int r = n0; r < a.R; ++r) {
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      int j;
+      float yj;
+      warp_draw(row, a.V, sc, rs.M, pre, a.nseg, a.u[static_cast<size_t>(b) * a.R + r] * rs.Z, j, yj);
+      if (threadIdx.x == 0) {
+        sh.bi[2] = j;
+        sh.bf[2] = yj;
+      }
+    }
+    __syncthreads();
+    const float yj = sh.bf[2];
+    const int j = sh.bi[2];
+    float cnt = 0.f, ms = 0.f;
+    for (int e = threadIdx.x; e < a.V; e += kThreads2) {
+      const float y = ld1(row + e) * sc;
+      if (y > yj) {
+        cnt += 1.f;
+        ms += ex2(y - rs.M);
+      }
+    }
+    cnt = block_sum(cnt, sh);
+    ms = block_sum(ms, sh);
+    if ((k >= a.V || cnt < static_cast<float>(k)) && (p >= 1.f || ms < p * rs.Z)) {
+      if (threadIdx.x == 0) a.ids[b] = j;
+      return;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) sh.bi[3] = 0x7fffffff;
+  __syncthreads();
+  for (int e = threadIdx.x; e < a.V; e += kThreads2)
+    if (ld1(row + e) * sc == rs.M) {
+      s_min(&sh.bi[3], e);
+      break;
+    }
+  __syncthreads();
+  if (threadIdx.x == 0) a.ids[b] = sh.bi[3] == 0x7fffffff ? 0 : sh.bi[3];
+}
+
+// ---------------------------------------------------------------- kernel 2: per-row decisions
+__global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) {
+  D2K_DYN_SMEM(smem_raw);
+  const Smem2 m = carve(smem_raw, a.nseg);
+  Shared2& sh = *m.sh;
+  const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int V = a.V, nseg = a.nseg;
+  const float sc = kLog2e / a.temperature[b];
+  const int k = a.top_k[b];
+  const float p = a.top_p[b];
+  const float* row = a.logits + static_cast<size_t>(b) * V;
+  const float* ub = a.u + static_cast<size_t>(b) * a.R;
+  const RowSummary rs = load_summary(scr.stats, b, nseg, m.smx, m.pre, sh);
+
+  if (k >= V && p >= 1.f) {  // plain: every token kept
+    if (warp == 0) {
+      int j;
+      float yj;
+      warp_draw(row, V, sc, rs.M, m.pre, nseg, ub[0] * rs.Z, j, yj);
+      if (lane == 0) a.ids[b] = j;
+    }
+    return;
+  }
+
+  if (k <= nseg && k <= kListMaxK) {
+    for (int s = tid; s < nseg; s += kThreads2) m.skey[s] = fkey(m.smx[s]);
+    if (tid == 0) {
+      sh.bi[1] = 0;  // segments to read
+      sh.bi[4] = 0;  // candidates
+      sh.bi[5] = 0x7fffffff;
+      sh.bi[6] = -1;
+    }
+    // g: the k-th largest segment max (radix_select's barriers order the stores above).
+    const unsigned gk = radix_select(m.skey, nseg, [](int) { return 1.f; }, static_cast<float>(k), sh);
+    for (int s = tid; s < nseg; s += kThreads2)
+      if (m.skey[s] >= gk) m.seglist[s_add(&sh.bi[1], 1)] = s;
+    __syncthreads();
+    const int nl = sh.bi[1];
+    // Read back the listed segments, 4 elements per unit, 8 units in flight per thread: y >= g are candidates.
+    const int units = nl * (kSeg / 4);
+    for (int q0 = 0; q0 < units; q0 += kThreads2 * 8) {
+      float x[8][4];
+      int e0[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int q = q0 + i * kThreads2 + tid;
+        e0[i] = q < units ? m.seglist[q >> 4] * kSeg + (q & 15) * 4 : V;
+        if (a.vec && e0[i] < V) {
+          const float4 v = ld4(row + e0[i]);
+          x[i][0] = v.x, x[i][1] = v.y, x[i][2] = v.z, x[i][3] = v.w;
+        } else {
+#pragma unroll
+          for (int l = 0; l < 4; ++l) x[i][l] = e0[i] + l < V ? ld1(row + e0[i] + l) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+          if (e0[i] + l >= V) continue;
+          const unsigned key = fkey(x[i][l] * sc);
+          if (key >= gk) {
+            const int pos = s_add(&sh.bi[4], 1);
+            if (pos < kCap) {
+              m.ckey[pos] = key;
+              m.cidx[pos] = e0[i] + l;
+            }
+          }
+        }
+    }
+    __syncthreads();
+    const int nc = sh.bi[4];
+    if (nc <= kCap) {  // else too many ties at g: the row is tested instead
+      const unsigned tk = radix_select(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), sh);
+      unsigned t = tk;
+      if (p < 1.f) {
+        float above = 0.f;
+        for (int i = tid; i < nc; i += kThreads2)
+          if (m.ckey[i] > tk) above += ex2(funkey(m.ckey[i]) - rs.M);
+        above = block_sum(above, sh);
+        if (above >= p * rs.Z) {  // the top-p crossing lies above the k-th value, among the candidates
+          const unsigned tp = radix_select(
+              m.ckey, nc, [&](int i) { return ex2(funkey(m.ckey[i]) - rs.M); }, p * rs.Z, sh);
+          t = tp > tk ? tp : tk;
+        }
+      }
+      // Inverse CDF over the kept candidates (key >= t), in buffer order, with u[b, 0].
+      const int per = (nc + kThreads2 - 1) / kThreads2;
+      const int i0 = tid * per, i1 = i0 + per < nc ? i0 + per : nc;
+      float loc = 0.f;
+      int last = -1;
+      for (int i = i0; i < i1; ++i)
+        if (m.ckey[i] >= t) {
+          loc += ex2(funkey(m.ckey[i]) - rs.M);
+          last = i;
+        }
+      const float inc = block_incl_scan(loc, sh);
+      if (last >= 0) s_max(&sh.bi[6], last);
+      if (tid == kThreads2 - 1) sh.bf[1] = inc;
+      __syncthreads();
+      const float total = sh.bf[1];
+      float target = ub[0] * total;
+      if (target >= total) target = u2f(f2u(total) - 1u);  // total >= 1 (the max is kept)
+      float run = inc - loc;
+      if (loc > 0.f && run <= target && target < inc)
+        for (int i = i0; i < i1; ++i)
+          if (m.ckey[i] >= t) {
+            run += ex2(funkey(m.ckey[i]) - rs.M);
+            if (run > target) {
+              s_min(&sh.bi[5], i);
+              break;
+            }
+          }
+      __syncthreads();
+      if (tid == 0) a.ids[b] = m.cidx[sh.bi[5] != 0x7fffffff ? sh.bi[5] : sh.bi[6]];
+      return;
+    }
+  }
+
+  // Tested: kProp proposals from the whole distribution, one per warp.
+  const int np = a.R < kProp ? a.R : kProp;
+  if (warp < np) {
+    int j;
+    float yj;
+    warp_draw(row, V, sc, rs.M, m.pre, nseg, ub[warp] * rs.Z, j, yj);
+    if (lane == 0) {
+      scr.prop_y[b * kProp + warp] = yj;
+      scr.prop_j[b * kProp + warp] = j;
+    }
+  }
+  if (tid == 0) {
+    scr.rowinfo[b] = make_float2(rs.M, rs.Z);
+    scr.test_rows[g_add(scr.ntest, 1)] = b;
+  }
+}
+
+// ---------------------------------------------------------------- kernel 3: the shared test pass
+template <bool kCnt, bool kMass>
+__device__ __forceinline__ void test_chunk(const float* row, int e0, int V, bool vec, float sc, float M,
+                                           const float (&v)[kProp], float (&acc)[2 * kProp]) {
+  float x[4][8];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) load8(row, e0 + u * (kChunk3 / 4), V, vec, x[u]);
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float y = x[u][i] * sc;
+      const float w = kMass ? ex2(y - M) : 0.f;
+#pragma unroll
+      for (int r = 0; r < kProp; ++r) {
+        const bool gt = y > v[r];
+        if (kCnt) acc[r] += gt ? 1.f : 0.f;
+        if (kMass) acc[kProp + r] += gt ? w : 0.f;
+      }
+    }
+}
+
+__global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
+  D2K_DYN_SMEM(smem_raw);
+  float* red = reinterpret_cast<float*>(smem_raw);  // [8 warps][32]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int items = *scr.ntest * a.nch3;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int slot = item / a.nch3, c = item % a.nch3;
+    const int b = scr.test_rows[slot];
+    const float sc = kLog2e / a.temperature[b];
+    const float M = scr.rowinfo[b].x;
+    const bool cnt = a.top_k[b] < a.V, mass = a.top_p[b] < 1.f;
+    const int np = a.R < kProp ? a.R : kProp;
+    float v[kProp], acc[2 * kProp];
+#pragma unroll
+    for (int r = 0; r < kProp; ++r) {
+      v[r] = r < np ? scr.prop_y[b * kProp + r] : __builtin_huge_valf();
+      acc[r] = 0.f;
+      acc[kProp + r] = 0.f;
+    }
+    const float* row = a.logits + static_cast<size_t>(b) * a.V;
+    const int e0 = c * kChunk3 + 8 * tid;
+    if (cnt && mass) test_chunk<true, true>(row, e0, a.V, a.vec, sc, M, v, acc);
+    else if (cnt) test_chunk<true, false>(row, e0, a.V, a.vec, sc, M, v, acc);
+    else test_chunk<false, true>(row, e0, a.V, a.vec, sc, M, v, acc);
+    // Reduce-scatter over the warp: after the five steps lane l holds the warp's total of value l.
+#pragma unroll
+    for (int o = 16, n = 32; o; o >>= 1, n >>= 1) {
+      const bool up = lane & o;
+#pragma unroll
+      for (int i = 0; i < n / 2; ++i) {
+        const float send = up ? acc[i] : acc[i + n / 2];
+        const float keep = up ? acc[i + n / 2] : acc[i];
+        acc[i] = keep + shx(send, o);
+      }
+    }
+    __syncthreads();  // the previous item's red is read
+    red[warp * 32 + lane] = acc[0];
+    __syncthreads();
+    if (tid < 32) {
+      float t = 0.f;
+#pragma unroll
+      for (int w = 0; w < kThreads1 / 32; ++w) t += red[w * 32 + tid];
+      scr.part[(static_cast<size_t>(slot) * a.nch3 + c) * 32 + tid] = t;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- kernel 4: the tested rows' verdicts
+__global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) {
+  D2K_DYN_SMEM(smem_raw);
+  const Smem2 m = carve(smem_raw, a.nseg);
+  Shared2& sh = *m.sh;
+  const int slot = blockIdx.x;
+  if (slot >= *scr.ntest) return;
+  const int b = scr.test_rows[slot];
+  const int k = a.top_k[b];
+  const float p = a.top_p[b];
+  const float Z = scr.rowinfo[b].y;
+  const int np = a.R < kProp ? a.R : kProp;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float t = 0.f;
+    for (int c = 0; c < a.nch3; ++c) t += scr.part[(static_cast<size_t>(slot) * a.nch3 + c) * 32 + lane];
+    const float ms = shf(t, (lane + kProp) & 31);
+    const bool ok = lane < np && (k >= a.V || t < static_cast<float>(k)) && (p >= 1.f || ms < p * Z);
+    const unsigned acc = ballot(ok);
+    if (lane == 0) {
+      sh.bi[7] = acc ? 1 : 0;
+      if (acc) a.ids[b] = scr.prop_j[b * kProp + ctz(acc)];
+    }
+  }
+  __syncthreads();
+  if (sh.bi[7]) return;
+  const float sc = kLog2e / a.temperature[b];
+  const RowSummary rs = load_summary(scr.stats, b, a.nseg, m.smx, m.pre, sh);
+  continue_row(a, b, np, sc, rs, m.pre, sh);
+}
+
+bool aligned(const void* p, uintptr_t al) { return (reinterpret_cast<uintptr_t>(p) % al) == 0; }
+
+struct ScratchState {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  int device = -1;
+};
+ScratchState g_scratch;
+
+}  // namespace
+
+extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* outputs, int n_outputs,
+                         const d2k_param* params, int n_params, d2k_stream stream) {
+  (void)params;
+  (void)n_params;
+  if (n_inputs != 5 || n_outputs != 1) return 1;
+  const d2k_tensor& tl = inputs[0];
+  const d2k_tensor& tt = inputs[1];
+  const d2k_tensor& tk = inputs[2];
+  const d2k_tensor& tp = inputs[3];
+  const d2k_tensor& tu = inputs[4];
+  const d2k_tensor& ti = outputs[0];
+  if (tl.dtype != D2K_FLOAT32 || tl.ndim != 2 || tt.dtype != D2K_FLOAT32 || tk.dtype != D2K_INT32 ||
+      tp.dtype != D2K_FLOAT32 || tu.dtype != D2K_FLOAT32 || tu.ndim != 2 || ti.dtype != D2K_INT64)
+    return 2;
+  const int64_t B = tl.shape[0];
+  const int64_t V = tl.shape[1];
+  const int64_t R = tu.shape[1];
+  if (tu.shape[0] != B || tt.shape[0] != B || tk.shape[0] != B || tp.shape[0] != B || ti.shape[0] != B) return 3;
+  if (B == 0) return 0;
+  const int64_t nseg = (V + kSeg - 1) / kSeg;
+  const int64_t nch1 = (V + kChunk1 - 1) / kChunk1, nch3 = (V + kChunk3 - 1) / kChunk3;
+  if (V < 1 || R < 1 || nseg > (1 << 20) || B * nch1 > (int64_t{1} << 31) - 1 || R > 1 << 20) return 3;
+  if (tl.strides[1] != 1 || tl.strides[0] != V || tu.strides[1] != 1 || tu.strides[0] != R) return 4;
+  if (!aligned(tl.data, 4)) return 4;
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+
+  Args a;
+  a.logits = static_cast<const float*>(tl.data);
+  a.temperature = static_cast<const float*>(tt.data);
+  a.top_k = static_cast<const int*>(tk.data);
+  a.top_p = static_cast<const float*>(tp.data);
+  a.u = static_cast<const float*>(tu.data);
+  a.ids = static_cast<long long*>(ti.data);
+  a.B = static_cast<int>(B);
+  a.V = static_cast<int>(V);
+  a.R = static_cast<int>(R);
+  a.nseg = static_cast<int>(nseg);
+  a.nch3 = static_cast<int>(nch3);
+  a.vec = V % 4 == 0 && aligned(tl.data, 16);
+
+  auto up = [](size_t n) { return (n + 255) / 256 * 256; };
+  const size_t b_stats = up(sizeof(float2) * B * nseg), b_row = up(sizeof(float2) * B),
+               b_py = up(sizeof(float) * B * kProp), b_pj = up(sizeof(int) * B * kProp), b_tr = up(sizeof(int) * B),
+               b_nt = 256, b_part = up(sizeof(float) * B * nch3 * 32);
+  const size_t need = b_stats + b_row + b_py + b_pj + b_tr + b_nt + b_part;
+
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 5;
+  // Scratch: kept between calls (grow-only) outside graph capture; stream-ordered inside one.
+  void* buf = nullptr;
+  bool temporary = false;
+  if (g_scratch.ptr != nullptr && g_scratch.device == dev && g_scratch.bytes >= need) {
+    buf = g_scratch.ptr;
+  } else {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) return 5;
+    if (cs == cudaStreamCaptureStatusNone) {
+      if (g_scratch.ptr != nullptr && g_scratch.device == dev) cudaFree(g_scratch.ptr);
+      g_scratch = {};
+      if (cudaMalloc(&g_scratch.ptr, need + need / 2) != cudaSuccess) return 5;
+      g_scratch.bytes = need + need / 2;
+      g_scratch.device = dev;
+      buf = g_scratch.ptr;
+    } else {
+      if (cudaMallocAsync(&buf, need, s) != cudaSuccess) return 5;
+      temporary = true;
+    }
+  }
+  char* base = static_cast<char*>(buf);
+  Scratch scr;
+  scr.stats = reinterpret_cast<float2*>(base);
+  base += b_stats;
+  scr.rowinfo = reinterpret_cast<float2*>(base);
+  base += b_row;
+  scr.prop_y = reinterpret_cast<float*>(base);
+  base += b_py;
+  scr.prop_j = reinterpret_cast<int*>(base);
+  base += b_pj;
+  scr.test_rows = reinterpret_cast<int*>(base);
+  base += b_tr;
+  scr.ntest = reinterpret_cast<int*>(base);
+  base += b_nt;
+  scr.part = reinterpret_cast<float*>(base);
+
+  // decide and finish keep a row's summaries in shared memory: 16 bytes per segment, so V up to ~770,000 on an
+  // H100 or H200 (227 KB); larger rows are refused (code 7) rather than served slowly.
+  const size_t smem2 = smem2_bytes(a.nseg);
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 5;
+  if (smem2 > static_cast<size_t>(optin)) return 7;
+  if (cudaFuncSetAttribute(decide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
+          cudaSuccess ||
+      cudaFuncSetAttribute(finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
+          cudaSuccess)
+    return 5;
+  int nsm = 0;
+  if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 5;
+#ifdef D2K_CPU_EMU
+  const int grid3 = 3;  // few CTAs, so that each takes several items
+#else
+  int occ = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, test_kernel, kThreads1, 8 * 32 * sizeof(float)) !=
+          cudaSuccess ||
+      occ < 1)
+    occ = 1;
+  const int grid3 = nsm * occ;
+#endif
+  D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(B * nch1)), dim3(kThreads1), 0, s)(
+      a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), a.vec, scr.stats, scr.ntest);
+#ifndef D2K_STATS_ONLY  // timing variants: the summary pass alone; the pass and the decisions
+  D2K_LAUNCH(decide_kernel, dim3(static_cast<unsigned>(B)), dim3(kThreads2), smem2, s)(a, scr);
+#ifndef D2K_NO_TEST
+  D2K_LAUNCH(test_kernel, dim3(static_cast<unsigned>(grid3)), dim3(kThreads1), 8 * 32 * sizeof(float), s)(a, scr);
+  D2K_LAUNCH(finish_kernel, dim3(static_cast<unsigned>(B)), dim3(kThreads2), smem2, s)(a, scr);
+#endif
+#endif
+  cudaError_t err = cudaGetLastError();
+  if (temporary) {
+    const cudaError_t ferr = cudaFreeAsync(buf, s);
+    if (err == cudaSuccess) err = ferr;
+  }
+  return err == cudaSuccess ? 0 : 6;
+}
