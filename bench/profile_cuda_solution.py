@@ -11,6 +11,7 @@ the median of `--calls` CUDA-event timings (warm L2: a rough figure, not d2k's c
 
 Usage: python3 bench/profile_cuda_solution.py TASK_DIR SOLUTION_DIR WORKLOAD [--calls N] [--seed S] [--arch sm_90a]
        [--define NAME=VALUE ...] (passed to nvcc as -D, for variants of a solution without copying it)
+       [--build-only] (build into the cache of built variants and stop: run several at once before timing)
 Exit codes: 0 ran; 2 bad arguments or task files; 3 no GPU or no nvcc; 4 build failed; 5 d2k_solve failed.
 """
 
@@ -105,6 +106,9 @@ def main(argv):
         return 2
     arch = option(argv, "--arch", "sm_90a")
     defines = []
+    build_only = "--build-only" in argv
+    if build_only:
+        argv.remove("--build-only")
     while "--define" in argv:
         defines.append(option(argv, "--define", ""))
     if len(argv) != 3 or calls < 1:
@@ -135,6 +139,9 @@ def main(argv):
         if r.returncode != 0:
             print(" ".join(cmd) + "\n" + r.stdout + r.stderr, file=sys.stderr)
             return 4
+    if build_only:
+        print(so)
+        return 0
     lib = ctypes.CDLL(so)
     lib.d2k_solve.restype = ctypes.c_int
     lib.d2k_solve.argtypes = [ctypes.POINTER(D2kTensor), ctypes.c_int, ctypes.POINTER(D2kTensor), ctypes.c_int,

@@ -41,7 +41,11 @@
 namespace {
 
 constexpr int kSeg = 64;            // elements per segment summary
-constexpr int kChunk1 = 4096;       // elements per stats item (256 threads x 2 x 8)
+#ifndef D2K_UNITS1
+#define D2K_UNITS1 2
+#endif
+constexpr int kUnits1 = D2K_UNITS1;  // 8-element units per thread and stats item (loads in flight)
+constexpr int kChunk1 = 256 * 8 * kUnits1;  // elements per stats item
 constexpr int kChunk3 = 8192;       // elements per test item (256 threads x 4 x 8)
 constexpr int kThreads1 = 256;
 constexpr int kThreads2 = 512;      // decide and finish
@@ -116,6 +120,14 @@ inline float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); 
 inline float ld1(const float* p) { return *p; }
 #endif
 
+// Kernels 2-4 may be launched before their predecessor ends (programmatic dependent launch); they wait here for
+// it to finish and its writes to be visible before reading anything it wrote.
+__device__ __forceinline__ void wait_prior_grid() {
+#if !defined(D2K_CPU_EMU) && !defined(D2K_NO_PDL)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float neg_inf() { return -__builtin_huge_valf(); }
 // Order-preserving key of a float: a larger float has a larger key (-inf smallest among the values used).
 __device__ __forceinline__ unsigned fkey(float f) {
@@ -148,11 +160,11 @@ __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restric
   if (item == 0 && tid == 0) *ntest = 0;  // the previous call's finish has ended (stream order)
   const float sc = kLog2e / temperature[b];
   const float* row = logits + static_cast<size_t>(b) * V;
-  float x[2][8];
+  float x[kUnits1][8];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) load8(row, c * kChunk1 + u * (kChunk1 / 2) + 8 * tid, V, vec, x[u]);
+  for (int u = 0; u < kUnits1; ++u) load8(row, c * kChunk1 + u * 2048 + 8 * tid, V, vec, x[u]);
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < kUnits1; ++u) {
     float m = neg_inf();
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -169,7 +181,7 @@ __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restric
     s += shx(s, 1);
     s += shx(s, 2);
     s += shx(s, 4);
-    const int seg = (c * kChunk1 + u * (kChunk1 / 2) + 8 * tid) / kSeg;
+    const int seg = (c * kChunk1 + u * 2048 + 8 * tid) / kSeg;
     if ((tid & 7) == 0 && seg < nseg) stats[static_cast<size_t>(b) * nseg + seg] = make_float2(m, s);
   }
 }
@@ -464,6 +476,7 @@ __device__ void continue_row(const Args& a, int b, int n0, float sc, const RowSu
 
 // ---------------------------------------------------------------- kernel 2: per-row decisions
 __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) {
+  wait_prior_grid();
   D2K_DYN_SMEM(smem_raw);
   const Smem2 m = carve(smem_raw, a.nseg);
   Shared2& sh = *m.sh;
@@ -621,6 +634,7 @@ __device__ __forceinline__ void test_chunk(const float* row, int e0, int V, bool
 }
 
 __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
+  wait_prior_grid();
   D2K_DYN_SMEM(smem_raw);
   float* red = reinterpret_cast<float*>(smem_raw);  // [8 warps][32]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -669,6 +683,7 @@ __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
 
 // ---------------------------------------------------------------- kernel 4: the tested rows' verdicts
 __global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) {
+  wait_prior_grid();
   D2K_DYN_SMEM(smem_raw);
   const Smem2 m = carve(smem_raw, a.nseg);
   Shared2& sh = *m.sh;
@@ -696,6 +711,29 @@ __global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) 
   const float sc = kLog2e / a.temperature[b];
   const RowSummary rs = load_summary(scr.stats, b, a.nseg, m.smx, m.pre, sh);
   continue_row(a, b, np, sc, rs, m.pre, sh);
+}
+
+// Launches a kernel that begins with wait_prior_grid(): with programmatic stream serialization its CTAs may be
+// scheduled while the previous kernel drains (D2K_NO_PDL: an ordinary launch).
+template <class K>
+cudaError_t launch_dependent(K kernel, dim3 grid, int threads, size_t smem, cudaStream_t s, const Args& a,
+                             const Scratch& scr) {
+#if defined(D2K_CPU_EMU) || defined(D2K_NO_PDL)
+  D2K_LAUNCH(kernel, grid, dim3(threads), smem, s)(a, scr);
+  return cudaGetLastError();
+#else
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a, scr);
+#endif
 }
 
 bool aligned(const void* p, uintptr_t al) { return (reinterpret_cast<uintptr_t>(p) % al) == 0; }
@@ -818,14 +856,15 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #endif
   D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(B * nch1)), dim3(kThreads1), 0, s)(
       a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), a.vec, scr.stats, scr.ntest);
-#ifndef D2K_STATS_ONLY  // timing variants: the summary pass alone; the pass and the decisions
-  D2K_LAUNCH(decide_kernel, dim3(static_cast<unsigned>(B)), dim3(kThreads2), smem2, s)(a, scr);
-#ifndef D2K_NO_TEST
-  D2K_LAUNCH(test_kernel, dim3(static_cast<unsigned>(grid3)), dim3(kThreads1), 8 * 32 * sizeof(float), s)(a, scr);
-  D2K_LAUNCH(finish_kernel, dim3(static_cast<unsigned>(B)), dim3(kThreads2), smem2, s)(a, scr);
-#endif
-#endif
   cudaError_t err = cudaGetLastError();
+#ifndef D2K_STATS_ONLY  // timing variants: the summary pass alone; the pass and the decisions
+  if (err == cudaSuccess) err = launch_dependent(decide_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
+#ifndef D2K_NO_TEST
+  if (err == cudaSuccess)
+    err = launch_dependent(test_kernel, dim3(static_cast<unsigned>(grid3)), kThreads1, 8 * 32 * sizeof(float), s, a, scr);
+  if (err == cudaSuccess) err = launch_dependent(finish_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
+#endif
+#endif
   if (temporary) {
     const cudaError_t ferr = cudaFreeAsync(buf, s);
     if (err == cudaSuccess) err = ferr;
