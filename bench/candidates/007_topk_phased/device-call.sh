@@ -8,16 +8,17 @@ cd "$(dirname "$0")/../../.."
 cand=bench/candidates/007_topk_phased
 task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
-echo "== gpu check"
-nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu \
-  && timeout 120 /tmp/ph_gpu
-echo "== warm medians"
-source bench/candidates/ablate-lib.sh
-for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_NO_PDL D2K_UNITS1=4 D2K_UNITS1=1; do  # every build at once
+echo "== builds (all at once)"
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
+for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_NO_PDL D2K_UNITS1=4 D2K_UNITS1=1; do
   python3 bench/profile_cuda_solution.py "$task" "$cand" llama3_b256_v128256 --build-only ${d:+--define $d} >/dev/null &
 done
 python3 bench/profile_cuda_solution.py "$task" "$task/expert" llama3_b256_v128256 --build-only >/dev/null &
 wait
+echo "== gpu check"
+timeout 120 /tmp/ph_gpu
+echo "== warm medians"
+source bench/candidates/ablate-lib.sh
 for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000; do
   run expert "$task/expert" "$w"
   run phased "$cand" "$w"
