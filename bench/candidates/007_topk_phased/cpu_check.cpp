@@ -199,7 +199,6 @@ int check_support(const char* name, const Batch& bt) {
 
 // n identical rows: the ids' histogram against the exact renormalized distribution.
 int check_distribution(const char* name, int n, int V, float T, int k, float p, bool ties) {
-  Batch one = make(1, V, SERVING);
   std::vector<float> row(V);
   for (int i = 0; i < V; ++i) row[i] = ties ? std::round(gauss() * 2.f) / 2.f : 1.5f * gauss();
   Batch bt;

@@ -189,11 +189,9 @@ __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restric
 // ---------------------------------------------------------------- block helpers (512 threads)
 struct Shared2 {  // the fixed part of decide's and finish's shared memory
   float redf[kWarps2];
-  unsigned redu[kWarps2];
   float bf[4];
   int bi[8];
-  unsigned hk[256];
-  float hw[256];
+  float hw[256];  // radix_select's histogram
 };
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -320,13 +318,13 @@ __device__ RowSummary load_summary(const float2* __restrict__ stats, int b, int 
   const int per = (nseg + kThreads2 - 1) / kThreads2;
   const int s0 = threadIdx.x * per, s1 = s0 + per < nseg ? s0 + per : nseg;
   float loc = 0.f;
-  for (int s = s0; s < s1; ++s) loc += smx[s] == neg_inf() ? 0.f : pre[s] * ex2(smx[s] - M);
+  for (int s = s0; s < s1; ++s) {  // each thread's own segments: masses in place, then their prefix
+    pre[s] = smx[s] == neg_inf() ? 0.f : pre[s] * ex2(smx[s] - M);
+    loc += pre[s];
+  }
   const float inc = block_incl_scan(loc, sh);
   float run = inc - loc;
-  for (int s = s0; s < s1; ++s) {
-    run += smx[s] == neg_inf() ? 0.f : pre[s] * ex2(smx[s] - M);
-    pre[s] = run;
-  }
+  for (int s = s0; s < s1; ++s) pre[s] = run += pre[s];
   __syncthreads();
   const float Z = pre[nseg - 1];
   return {M, Z};
