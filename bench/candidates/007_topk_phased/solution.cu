@@ -50,7 +50,11 @@ constexpr int kChunk3 = 8192;       // elements per test item (256 threads x 4 x
 constexpr int kThreads1 = 256;
 constexpr int kThreads2 = 512;      // decide and finish
 constexpr int kWarps2 = kThreads2 / 32;
-constexpr int kProp = 16;           // proposals tested by the shared pass
+#ifndef D2K_PROP
+#define D2K_PROP 8
+#endif
+static_assert(D2K_PROP >= 1 && D2K_PROP <= 16, "two values per proposal in 32 lanes");
+constexpr int kProp = D2K_PROP;     // proposals tested by the shared pass (rows tested keep >= top_p >= mass)
 constexpr int kCap = 4096;          // candidates of a list row
 constexpr int kListMaxK = 1024;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -69,8 +73,9 @@ __device__ __forceinline__ float shf(float v, int src) { return __shfl_sync(0xff
 __device__ __forceinline__ unsigned ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
 __device__ __forceinline__ int ctz(unsigned m) { return __ffs(m) - 1; }      // m != 0
 __device__ __forceinline__ int hibit(unsigned m) { return 31 - __clz(m); }  // m != 0
+__device__ __forceinline__ int popc(unsigned m) { return __popc(m); }
+__device__ __forceinline__ int shfi(int v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 __device__ __forceinline__ int s_add(int* a, int v) { return atomicAdd(a, v); }
-__device__ __forceinline__ void s_addf(float* a, float v) { atomicAdd(a, v); }
 __device__ __forceinline__ void s_min(int* a, int v) { atomicMin(a, v); }
 __device__ __forceinline__ void s_max(int* a, int v) { atomicMax(a, v); }
 __device__ __forceinline__ int g_add(int* a, int v) { return atomicAdd(a, v); }
@@ -96,8 +101,9 @@ inline unsigned ballot(bool p) {
 }
 inline int ctz(unsigned m) { return __builtin_ctz(m); }
 inline int hibit(unsigned m) { return 31 - __builtin_clz(m); }
+inline int popc(unsigned m) { return __builtin_popcount(m); }
+inline int shfi(int v, int src) { return static_cast<int>(__shfl_sync(0xffffffffu, static_cast<float>(v), src)); }  // |v| < 2^24
 inline int s_add(int* a, int v) { return std::atomic_ref<int>(*a).fetch_add(v); }
-inline void s_addf(float* a, float v) { std::atomic_ref<float>(*a).fetch_add(v); }
 inline void s_min(int* a, int v) {
   std::atomic_ref<int> r(*a);
   int cur = r.load();
@@ -134,7 +140,6 @@ __device__ __forceinline__ unsigned fkey(float f) {
   const unsigned u = f2u(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
-__device__ __forceinline__ float funkey(unsigned k) { return u2f((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
 
 // Eight consecutive elements of a row from e0, -inf past V. vec: the row is 16-byte aligned and V % 4 == 0, so
 // e0 (a multiple of 8) starts two float4 that are each wholly inside or outside the row.
@@ -191,7 +196,7 @@ struct Shared2 {  // the fixed part of decide's and finish's shared memory
   float redf[kWarps2];
   float bf[4];
   int bi[8];
-  float hw[256];  // radix_select's histogram
+  float red2[2][kWarps2];  // select_key's block sums, alternating so that one barrier suffices per sum
 };
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -242,61 +247,45 @@ __device__ float block_incl_scan(float v, Shared2& sh) {
   return off + s;
 }
 
-// The key of the element where, going down from the largest, the cumulative weight first reaches `budget`
-// (weights 1: the budget-th largest; masses: the top-p crossing). keys[0, n), weight(i) gives element i's weight.
-// Four 8-bit digits; a budget never reached (rounding) takes the lowest nonempty bin.
+// A block sum in a fixed order, the same in every thread, with one barrier: calls alternate `slot`, so a slot is
+// rewritten only after every thread has passed the next call's barrier (and so has read it).
+__device__ __forceinline__ float block_sum_slot(float v, Shared2& sh, int slot) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) sh.red2[slot][threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps2; ++w) t += sh.red2[slot][w];
+  return t;
+}
+
+// The largest key t whose keys at or above it weigh at least `need` (weights 1: the need-th largest key; masses:
+// the top-p crossing), or 0 when all keys together weigh less. All keys lie in [lo, hi] (so they share the high
+// bits where lo and hi agree); t is built bit by bit from the first bit where they differ, one block sum per bit.
+// No atomics (shared float atomics are CAS loops that serialize when keys share their top bits). Every thread
+// returns the same t: the sums are in a fixed order, and a fixed-order sum of non-negative terms never decreases
+// when terms are added, so "weight(>= c) >= need" is monotone in c.
 template <class W>
-__device__ unsigned radix_select(const unsigned* keys, int n, W weight, float budget, Shared2& sh) {
-  unsigned prefix = 0, mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < 256; i += kThreads2) sh.hw[i] = 0.f;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += kThreads2) {
-      const unsigned k = keys[i];
-      if ((k & mask) == prefix) s_addf(&sh.hw[(k >> shift) & 255u], weight(i));
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {  // warp 0: bins from the top, 8 per lane (lane 0 holds 255..248)
-      const int lane = threadIdx.x;
-      float loc[8], tot = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        loc[j] = sh.hw[255 - (lane * 8 + j)];
-        tot += loc[j];
-      }
-      float inc = tot;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const float o = shup(inc, d);
-        if (lane >= d) inc += o;
-      }
-      const float exc = inc - tot;
-      const unsigned hm = ballot(exc < budget && inc >= budget);
-      const unsigned nonempty = ballot(tot > 0.f);
-      // The crossing lane, or (a budget not reached by rounding) the lowest nonempty one.
-      const int src = hm ? ctz(hm) : hibit(nonempty ? nonempty : 1u);
-      if (lane == src) {
-        float run = exc;
-        int pick = -1, last = 0;
-        for (int j = 0; j < 8; ++j) {
-          if (loc[j] > 0.f) last = j;
-          if (hm && pick < 0) {
-            if (run + loc[j] >= budget) pick = j;
-            else run += loc[j];
-          }
-        }
-        if (pick < 0) pick = last;  // then the next digits look for that bin's lowest element
-        sh.bf[0] = hm ? budget - run : loc[pick];
-        sh.bi[0] = 255 - (lane * 8 + pick);
-      }
-    }
-    __syncthreads();
-    prefix |= static_cast<unsigned>(sh.bi[0]) << shift;
-    mask |= 255u << shift;
-    budget = sh.bf[0];
+__device__ unsigned select_key(const unsigned* keys, int n, W weight, float need, unsigned lo, unsigned hi,
+                               Shared2& sh) {
+  __syncthreads();  // keys and weights written by other threads
+  auto weigh = [&](unsigned c, int slot) {
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += kThreads2)
+      if (keys[i] >= c) s += weight(i);
+    return block_sum_slot(s, sh, slot);
+  };
+  const int top = lo == hi ? -1 : hibit(lo ^ hi);
+  const unsigned low_bits = top < 0 ? 0u : top == 31 ? 0xffffffffu : (2u << top) - 1u;
+  unsigned t = lo & ~low_bits;
+  int slot = 0;
+  if (weigh(t, slot) < need) return 0;
+  for (int bit = top; bit >= 0; --bit) {
+    slot ^= 1;
+    const unsigned c = t | (1u << bit);
+    if (weigh(c, slot) >= need) t = c;
   }
-  return prefix;
+  return t;
 }
 
 struct RowSummary {
@@ -375,10 +364,10 @@ __device__ void warp_draw(const float* row, int V, float sc, float M, const floa
 }
 
 // decide's and finish's dynamic shared memory: Shared2, smx[ns], pre[ns], seglist[ns], skey[ns], ckey[kCap],
-// cidx[kCap] (ns = nseg rounded up to 4).
+// cidx[kCap], cw[kCap] (ns = nseg rounded up to 4).
 __host__ __device__ inline size_t smem2_bytes(int nseg) {
   const size_t ns = static_cast<size_t>((nseg + 3) & ~3);
-  return (sizeof(Shared2) + 15) / 16 * 16 + ns * 16 + static_cast<size_t>(kCap) * 8;
+  return (sizeof(Shared2) + 15) / 16 * 16 + ns * 16 + static_cast<size_t>(kCap) * 12;
 }
 
 struct Scratch {
@@ -410,6 +399,7 @@ struct Smem2 {
   unsigned* skey;
   unsigned* ckey;
   int* cidx;
+  float* cw;  // the candidates' masses 2^(y - M)
 };
 __device__ Smem2 carve(unsigned char* raw, int nseg) {
   const int ns = (nseg + 3) & ~3;
@@ -421,6 +411,7 @@ __device__ Smem2 carve(unsigned char* raw, int nseg) {
   m.skey = reinterpret_cast<unsigned*>(m.seglist + ns);
   m.ckey = m.skey + ns;
   m.cidx = reinterpret_cast<int*>(m.ckey + kCap);
+  m.cw = reinterpret_cast<float*>(m.cidx + kCap);
   return m;
 }
 
@@ -498,17 +489,32 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
   }
 
   if (k <= nseg && k <= kListMaxK) {
-    for (int s = tid; s < nseg; s += kThreads2) m.skey[s] = fkey(m.smx[s]);
+    float mn = __builtin_huge_valf();
+    for (int s = tid; s < nseg; s += kThreads2) {
+      m.skey[s] = fkey(m.smx[s]);
+      mn = fminf(mn, m.smx[s]);
+    }
+    const float smin = -block_max(-mn, sh);
     if (tid == 0) {
       sh.bi[1] = 0;  // segments to read
       sh.bi[4] = 0;  // candidates
       sh.bi[5] = 0x7fffffff;
       sh.bi[6] = -1;
     }
-    // g: the k-th largest segment max (radix_select's barriers order the stores above).
-    const unsigned gk = radix_select(m.skey, nseg, [](int) { return 1.f; }, static_cast<float>(k), sh);
-    for (int s = tid; s < nseg; s += kThreads2)
-      if (m.skey[s] >= gk) m.seglist[s_add(&sh.bi[1], 1)] = s;
+    const unsigned hi = fkey(rs.M);
+    // g: the k-th largest segment max (select_key's first barrier orders the stores above).
+    const unsigned gk = select_key(m.skey, nseg, [](int) { return 1.f; }, static_cast<float>(k), fkey(smin), hi, sh);
+    for (int s0 = 0; s0 < nseg; s0 += kThreads2) {  // warp-aggregated appends: one atomic per warp
+      const int s = s0 + tid;
+      const bool take = s < nseg && m.skey[s] >= gk;
+      const unsigned bal = ballot(take);
+      if (bal) {
+        int base = 0;
+        if (lane == 0) base = s_add(&sh.bi[1], popc(bal));
+        base = shfi(base, 0);
+        if (take) m.seglist[base + popc(bal & ((1u << lane) - 1u))] = s;
+      }
+    }
     __syncthreads();
     const int nl = sh.bi[1];
     // Read back the listed segments, 4 elements per unit, 8 units in flight per thread: y >= g are candidates.
@@ -532,13 +538,20 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
       for (int i = 0; i < 8; ++i)
 #pragma unroll
         for (int l = 0; l < 4; ++l) {
-          if (e0[i] + l >= V) continue;
-          const unsigned key = fkey(x[i][l] * sc);
-          if (key >= gk) {
-            const int pos = s_add(&sh.bi[4], 1);
-            if (pos < kCap) {
+          const int e = e0[i] + l;
+          const float y = x[i][l] * sc;
+          const unsigned key = e < V ? fkey(y) : 0u;  // gk > 0: key 0 is never taken
+          const bool take = key >= gk;
+          const unsigned bal = ballot(take);
+          if (bal) {
+            int base = 0;
+            if (lane == 0) base = s_add(&sh.bi[4], popc(bal));
+            base = shfi(base, 0);
+            const int pos = base + popc(bal & ((1u << lane) - 1u));
+            if (take && pos < kCap) {
               m.ckey[pos] = key;
-              m.cidx[pos] = e0[i] + l;
+              m.cidx[pos] = e;
+              m.cw[pos] = ex2(y - rs.M);
             }
           }
         }
@@ -546,18 +559,13 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
     __syncthreads();
     const int nc = sh.bi[4];
     if (nc <= kCap) {  // else too many ties at g: the row is tested instead
-      const unsigned tk = radix_select(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), sh);
+      // Candidates are exactly the keys >= g, so within [g, key of M].
+      const unsigned tk = select_key(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), gk, hi, sh);
       unsigned t = tk;
       if (p < 1.f) {
-        float above = 0.f;
-        for (int i = tid; i < nc; i += kThreads2)
-          if (m.ckey[i] > tk) above += ex2(funkey(m.ckey[i]) - rs.M);
-        above = block_sum(above, sh);
-        if (above >= p * rs.Z) {  // the top-p crossing lies above the k-th value, among the candidates
-          const unsigned tp = radix_select(
-              m.ckey, nc, [&](int i) { return ex2(funkey(m.ckey[i]) - rs.M); }, p * rs.Z, sh);
-          t = tp > tk ? tp : tk;
-        }
+        // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
+        const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * rs.Z, gk, hi, sh);
+        t = tp > tk ? tp : tk;
       }
       // Inverse CDF over the kept candidates (key >= t), in buffer order, with u[b, 0].
       const int per = (nc + kThreads2 - 1) / kThreads2;
@@ -566,7 +574,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
       int last = -1;
       for (int i = i0; i < i1; ++i)
         if (m.ckey[i] >= t) {
-          loc += ex2(funkey(m.ckey[i]) - rs.M);
+          loc += m.cw[i];
           last = i;
         }
       const float inc = block_incl_scan(loc, sh);
@@ -580,7 +588,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
       if (loc > 0.f && run <= target && target < inc)
         for (int i = i0; i < i1; ++i)
           if (m.ckey[i] >= t) {
-            run += ex2(funkey(m.ckey[i]) - rs.M);
+            run += m.cw[i];
             if (run > target) {
               s_min(&sh.bi[5], i);
               break;
@@ -612,7 +620,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
 // ---------------------------------------------------------------- kernel 3: the shared test pass
 template <bool kCnt, bool kMass>
 __device__ __forceinline__ void test_chunk(const float* row, int e0, int V, bool vec, float sc, float M,
-                                           const float (&v)[kProp], float (&acc)[2 * kProp]) {
+                                           const float (&v)[kProp], float (&acc)[32]) {
   float x[4][8];
 #pragma unroll
   for (int u = 0; u < 4; ++u) load8(row, e0 + u * (kChunk3 / 4), V, vec, x[u]);
@@ -644,13 +652,11 @@ __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
     const float M = scr.rowinfo[b].x;
     const bool cnt = a.top_k[b] < a.V, mass = a.top_p[b] < 1.f;
     const int np = a.R < kProp ? a.R : kProp;
-    float v[kProp], acc[2 * kProp];
+    float v[kProp], acc[32];  // counts in [0, kProp), masses in [kProp, 2 kProp), zeros after (the 32 lanes' layout)
 #pragma unroll
-    for (int r = 0; r < kProp; ++r) {
-      v[r] = r < np ? scr.prop_y[b * kProp + r] : __builtin_huge_valf();
-      acc[r] = 0.f;
-      acc[kProp + r] = 0.f;
-    }
+    for (int r = 0; r < kProp; ++r) v[r] = r < np ? scr.prop_y[b * kProp + r] : __builtin_huge_valf();
+#pragma unroll
+    for (int r = 0; r < 32; ++r) acc[r] = 0.f;
     const float* row = a.logits + static_cast<size_t>(b) * a.V;
     const int e0 = c * kChunk3 + 8 * tid;
     if (cnt && mass) test_chunk<true, true>(row, e0, a.V, a.vec, sc, M, v, acc);
