@@ -26,6 +26,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#ifdef D2K_TIMELINE
+#include <cstdio>
+#endif
 
 #ifndef D2K_CPU_EMU
 #include <cuda_runtime.h>
@@ -154,11 +157,63 @@ __device__ __forceinline__ void load8(const float* row, int e0, int V, bool vec,
   }
 }
 
+#if defined(D2K_TIMELINE) && !defined(D2K_CPU_EMU)
+// Timing build: globaltimer spans of the four kernels (the first CTA's start to the last CTA's end) and, per route,
+// rows and their thread 0's time (count, sum, max, ns): 0 plain, 1 list, 2 tested, 3 continued in finish.
+__device__ unsigned long long g_span[4][2];
+__device__ unsigned long long g_route[4][3];
+__device__ __forceinline__ unsigned long long gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+struct Stamp {
+  int kernel, route = -1;
+  unsigned long long t0;
+  __device__ explicit Stamp(int k) : kernel(k), t0(gtime()) {
+    if (threadIdx.x == 0) atomicMin(&g_span[k][0], t0);
+  }
+  __device__ ~Stamp() {
+    if (threadIdx.x != 0) return;
+    const unsigned long long t1 = gtime();
+    atomicMax(&g_span[kernel][1], t1);
+    if (route < 0) return;
+    atomicAdd(&g_route[route][0], 1ull);
+    atomicAdd(&g_route[route][1], t1 - t0);
+    atomicMax(&g_route[route][2], t1 - t0);
+  }
+};
+__global__ void timeline_reset() {
+  for (int k = 0; k < 4; ++k) {
+    g_span[k][0] = ~0ull;
+    g_span[k][1] = 0;
+    for (int i = 0; i < 3; ++i) g_route[k][i] = 0;
+  }
+}
+__global__ void timeline_print() {
+  const double t0 = static_cast<double>(g_span[0][0]);
+  auto us = [&](unsigned long long t) { return (static_cast<double>(t) - t0) / 1000.0; };
+  auto mean = [](int r) { return g_route[r][0] ? 1e-3 * g_route[r][1] / g_route[r][0] : 0.0; };
+  printf("timeline us: stats %.1f-%.1f decide %.1f-%.1f test %.1f-%.1f finish %.1f-%.1f | rows n mean/max: "
+         "plain %llu %.1f/%.1f list %llu %.1f/%.1f tested %llu %.1f/%.1f continued %llu %.1f/%.1f\n",
+         us(g_span[0][0]), us(g_span[0][1]), us(g_span[1][0]), us(g_span[1][1]), us(g_span[2][0]),
+         us(g_span[2][1]), us(g_span[3][0]), us(g_span[3][1]), g_route[0][0], mean(0), 1e-3 * g_route[0][2],
+         g_route[1][0], mean(1), 1e-3 * g_route[1][2], g_route[2][0], mean(2), 1e-3 * g_route[2][2], g_route[3][0],
+         mean(3), 1e-3 * g_route[3][2]);
+}
+#define D2K_STAMP(k) Stamp stamp_(k)
+#define D2K_ROUTE(r) (stamp_.route = (r))
+#else
+#define D2K_STAMP(k) static_cast<void>(0)
+#define D2K_ROUTE(r) static_cast<void>(0)
+#endif
+
 // ---------------------------------------------------------------- kernel 1: segment summaries
 __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restrict__ logits,
                                                           const float* __restrict__ temperature, int V, int nseg,
                                                           int nch1, bool vec, float2* __restrict__ stats,
                                                           int* __restrict__ ntest) {
+  D2K_STAMP(0);
   const int item = blockIdx.x;
   const int b = item / nch1, c = item % nch1;
   const int tid = threadIdx.x;
@@ -466,6 +521,7 @@ __device__ void continue_row(const Args& a, int b, int n0, float sc, const RowSu
 // ---------------------------------------------------------------- kernel 2: per-row decisions
 __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) {
   wait_prior_grid();
+  D2K_STAMP(1);
   D2K_DYN_SMEM(smem_raw);
   const Smem2 m = carve(smem_raw, a.nseg);
   Shared2& sh = *m.sh;
@@ -479,6 +535,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
   const RowSummary rs = load_summary(scr.stats, b, nseg, m.smx, m.pre, sh);
 
   if (k >= V && p >= 1.f) {  // plain: every token kept
+    D2K_ROUTE(0);
     if (warp == 0) {
       int j;
       float yj;
@@ -559,6 +616,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
     __syncthreads();
     const int nc = sh.bi[4];
     if (nc <= kCap) {  // else too many ties at g: the row is tested instead
+      D2K_ROUTE(1);
       // Candidates are exactly the keys >= g, so within [g, key of M].
       const unsigned tk = select_key(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), gk, hi, sh);
       unsigned t = tk;
@@ -601,6 +659,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
   }
 
   // Tested: kProp proposals from the whole distribution, one per warp.
+  D2K_ROUTE(2);
   const int np = a.R < kProp ? a.R : kProp;
   if (warp < np) {
     int j;
@@ -641,6 +700,7 @@ __device__ __forceinline__ void test_chunk(const float* row, int e0, int V, bool
 
 __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
   wait_prior_grid();
+  D2K_STAMP(2);
   D2K_DYN_SMEM(smem_raw);
   float* red = reinterpret_cast<float*>(smem_raw);  // [8 warps][32]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -688,6 +748,7 @@ __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
 // ---------------------------------------------------------------- kernel 4: the tested rows' verdicts
 __global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) {
   wait_prior_grid();
+  D2K_STAMP(3);
   D2K_DYN_SMEM(smem_raw);
   const Smem2 m = carve(smem_raw, a.nseg);
   Shared2& sh = *m.sh;
@@ -714,6 +775,7 @@ __global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) 
   if (sh.bi[7]) return;
   const float sc = kLog2e / a.temperature[b];
   const RowSummary rs = load_summary(scr.stats, b, a.nseg, m.smx, m.pre, sh);
+  D2K_ROUTE(3);
   continue_row(a, b, np, sc, rs, m.pre, sh);
 }
 
@@ -858,6 +920,9 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     occ = 1;
   const int grid3 = nsm * occ;
 #endif
+#if defined(D2K_TIMELINE) && !defined(D2K_CPU_EMU)
+  timeline_reset<<<1, 1, 0, s>>>();
+#endif
   D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(B * nch1)), dim3(kThreads1), 0, s)(
       a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), a.vec, scr.stats, scr.ntest);
   cudaError_t err = cudaGetLastError();
@@ -868,6 +933,9 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     err = launch_dependent(test_kernel, dim3(static_cast<unsigned>(grid3)), kThreads1, 8 * 32 * sizeof(float), s, a, scr);
   if (err == cudaSuccess) err = launch_dependent(finish_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
 #endif
+#endif
+#if defined(D2K_TIMELINE) && !defined(D2K_CPU_EMU)
+  timeline_print<<<1, 1, 0, s>>>();
 #endif
   if (temporary) {
     const cudaError_t ferr = cudaFreeAsync(buf, s);
