@@ -10,8 +10,11 @@ task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== builds (all at once)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
-for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_TIMELINE; do
-  python3 bench/profile_cuda_solution.py "$task" "$cand" llama3_b256_v128256 --build-only ${d:+--define $d} >/dev/null &
+for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_TIMELINE D2K_PERSIST1 D2K_PERSIST1,D2K_STATS_ONLY; do
+  args=()
+  IFS=, read -ra ds <<<"$d"
+  for x in "${ds[@]}"; do args+=(--define "$x"); done
+  python3 bench/profile_cuda_solution.py "$task" "$cand" llama3_b256_v128256 --build-only "${args[@]}" >/dev/null &
 done
 python3 bench/profile_cuda_solution.py "$task" "$task/expert" llama3_b256_v128256 --build-only >/dev/null &
 wait
@@ -26,6 +29,8 @@ done
 run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
 run "phased, no test pass" "$cand" llama3_b256_v128256 D2K_NO_TEST
 run "phased, 16 proposals" "$cand" llama3_b256_v128256 D2K_PROP=16
+run "phased, persistent stats" "$cand" llama3_b256_v128256 D2K_PERSIST1
+run "phased, persistent stats only" "$cand" llama3_b256_v128256 D2K_PERSIST1 D2K_STATS_ONLY
 for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do timeline "phased timeline" "$cand" "$w"; done
 [[ ${SKIP_EVAL:-0} == 1 ]] && exit 0
 echo "== d2k eval"

@@ -209,20 +209,10 @@ __global__ void timeline_print() {
 #endif
 
 // ---------------------------------------------------------------- kernel 1: segment summaries
-__global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restrict__ logits,
-                                                          const float* __restrict__ temperature, int V, int nseg,
-                                                          int nch1, bool vec, float2* __restrict__ stats,
-                                                          int* __restrict__ ntest) {
-  D2K_STAMP(0);
-  const int item = blockIdx.x;
-  const int b = item / nch1, c = item % nch1;
+// One item's summaries from its loaded elements x (row b, chunk c).
+__device__ __forceinline__ void stats_item(int b, int c, float sc, int nseg, float (&x)[kUnits1][8],
+                                           float2* __restrict__ stats) {
   const int tid = threadIdx.x;
-  if (item == 0 && tid == 0) *ntest = 0;  // the previous call's finish has ended (stream order)
-  const float sc = kLog2e / temperature[b];
-  const float* row = logits + static_cast<size_t>(b) * V;
-  float x[kUnits1][8];
-#pragma unroll
-  for (int u = 0; u < kUnits1; ++u) load8(row, c * kChunk1 + u * 2048 + 8 * tid, V, vec, x[u]);
 #pragma unroll
   for (int u = 0; u < kUnits1; ++u) {
     float m = neg_inf();
@@ -243,6 +233,39 @@ __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restric
     s += shx(s, 4);
     const int seg = (c * kChunk1 + u * 2048 + 8 * tid) / kSeg;
     if ((tid & 7) == 0 && seg < nseg) stats[static_cast<size_t>(b) * nseg + seg] = make_float2(m, s);
+  }
+}
+
+// Items (row, chunk) from blockIdx.x in steps of gridDim.x; the next item's loads are issued before the current
+// one is summarized, so a CTA keeps loads in flight across items (grid = one item per CTA: a plain launch).
+__global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restrict__ logits,
+                                                          const float* __restrict__ temperature, int V, int nseg,
+                                                          int nch1, int nitems, bool vec,
+                                                          float2* __restrict__ stats, int* __restrict__ ntest) {
+  D2K_STAMP(0);
+  const int tid = threadIdx.x;
+  if (blockIdx.x == 0 && tid == 0) *ntest = 0;  // the previous call's finish has ended (stream order)
+  auto load = [&](int item, float (&x)[kUnits1][8]) {
+    const int b = item / nch1, c = item % nch1;
+    const float* row = logits + static_cast<size_t>(b) * V;
+#pragma unroll
+    for (int u = 0; u < kUnits1; ++u) load8(row, c * kChunk1 + u * 2048 + 8 * tid, V, vec, x[u]);
+  };
+  int item = blockIdx.x;
+  if (item >= nitems) return;
+  float x[kUnits1][8], nx[kUnits1][8];
+  load(item, x);
+  for (;;) {
+    const int next = item + static_cast<int>(gridDim.x);
+    if (next < nitems) load(next, nx);
+    const int b = item / nch1;
+    stats_item(b, item % nch1, kLog2e / temperature[b], nseg, x, stats);
+    if (next >= nitems) break;
+#pragma unroll
+    for (int u = 0; u < kUnits1; ++u)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[u][i] = nx[u][i];
+    item = next;
   }
 }
 
@@ -923,8 +946,23 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #if defined(D2K_TIMELINE) && !defined(D2K_CPU_EMU)
   timeline_reset<<<1, 1, 0, s>>>();
 #endif
-  D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(B * nch1)), dim3(kThreads1), 0, s)(
-      a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), a.vec, scr.stats, scr.ntest);
+  const int nitems1 = static_cast<int>(B * nch1);
+  int grid1 = nitems1;
+#if defined(D2K_PERSIST1) || defined(D2K_CPU_EMU)
+  {  // persistent: every resident CTA loops over items (the emulation: a few CTAs, so that each takes several)
+#ifdef D2K_CPU_EMU
+    const int g = 5;
+#else
+    int occ1 = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ1, stats_kernel, kThreads1, 0) != cudaSuccess || occ1 < 1)
+      occ1 = 1;
+    const int g = nsm * occ1;
+#endif
+    if (g < grid1) grid1 = g;
+  }
+#endif
+  D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(grid1)), dim3(kThreads1), 0, s)(
+      a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), nitems1, a.vec, scr.stats, scr.ntest);
   cudaError_t err = cudaGetLastError();
 #ifndef D2K_STATS_ONLY  // timing variants: the summary pass alone; the pass and the decisions
   if (err == cudaSuccess) err = launch_dependent(decide_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
