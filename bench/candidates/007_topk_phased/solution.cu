@@ -167,11 +167,19 @@ __device__ __forceinline__ unsigned long long gtime() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// List rows' phases, per bucket (0: top_k <= 100, 1: larger): time to each mark (sum, max, ns), and the listed
+// segments and candidates (sums).
+constexpr int kMarks = 6;
+__device__ unsigned long long g_phase[2][kMarks][2];
+__device__ unsigned long long g_listed[2][3];
 struct Stamp {
-  int kernel, route = -1;
-  unsigned long long t0;
+  int kernel, route = -1, bucket = 0, nmark = 0;
+  unsigned long long t0, mark_t[kMarks] = {};
   __device__ explicit Stamp(int k) : kernel(k), t0(gtime()) {
     if (threadIdx.x == 0) atomicMin(&g_span[k][0], t0);
+  }
+  __device__ void mark() {
+    if (nmark < kMarks) mark_t[nmark++] = gtime();
   }
   __device__ ~Stamp() {
     if (threadIdx.x != 0) return;
@@ -181,13 +189,27 @@ struct Stamp {
     atomicAdd(&g_route[route][0], 1ull);
     atomicAdd(&g_route[route][1], t1 - t0);
     atomicMax(&g_route[route][2], t1 - t0);
+    if (route != 1) return;
+    for (int i = 0; i < nmark; ++i) {
+      atomicAdd(&g_phase[bucket][i][0], mark_t[i] - t0);
+      atomicMax(&g_phase[bucket][i][1], mark_t[i] - t0);
+    }
   }
 };
+__device__ void listed(int bucket, int nl, int nc) {
+  atomicAdd(&g_listed[bucket][0], 1ull);
+  atomicAdd(&g_listed[bucket][1], static_cast<unsigned long long>(nl));
+  atomicAdd(&g_listed[bucket][2], static_cast<unsigned long long>(nc));
+}
 __global__ void timeline_reset() {
   for (int k = 0; k < 4; ++k) {
     g_span[k][0] = ~0ull;
     g_span[k][1] = 0;
     for (int i = 0; i < 3; ++i) g_route[k][i] = 0;
+  }
+  for (int b = 0; b < 2; ++b) {
+    for (int i = 0; i < kMarks; ++i) g_phase[b][i][0] = g_phase[b][i][1] = 0;
+    for (int i = 0; i < 3; ++i) g_listed[b][i] = 0;
   }
 }
 __global__ void timeline_print() {
@@ -200,12 +222,25 @@ __global__ void timeline_print() {
          us(g_span[2][1]), us(g_span[3][0]), us(g_span[3][1]), g_route[0][0], mean(0), 1e-3 * g_route[0][2],
          g_route[1][0], mean(1), 1e-3 * g_route[1][2], g_route[2][0], mean(2), 1e-3 * g_route[2][2], g_route[3][0],
          mean(3), 1e-3 * g_route[3][2]);
+  for (int b = 0; b < 2; ++b) {
+    const double n = g_listed[b][0] ? static_cast<double>(g_listed[b][0]) : 1.0;
+    printf("timeline list rows, top_k %s: n %llu, segments %.0f, candidates %.0f; us to summary/g/seglist/gather/"
+           "k-select/p-select, mean (max):",
+           b ? "> 100" : "<= 100", g_listed[b][0], g_listed[b][1] / n, g_listed[b][2] / n);
+    for (int i = 0; i < kMarks; ++i) printf(" %.1f (%.1f)", 1e-3 * g_phase[b][i][0] / n, 1e-3 * g_phase[b][i][1]);
+    printf("\n");
+  }
 }
 #define D2K_STAMP(k) Stamp stamp_(k)
 #define D2K_ROUTE(r) (stamp_.route = (r))
+#define D2K_MARK() stamp_.mark()
+#define D2K_LISTED(k, nl, nc) \
+  ((stamp_.bucket = (k) > 100), threadIdx.x == 0 ? listed(stamp_.bucket, nl, nc) : static_cast<void>(0))
 #else
 #define D2K_STAMP(k) static_cast<void>(0)
 #define D2K_ROUTE(r) static_cast<void>(0)
+#define D2K_MARK() static_cast<void>(0)
+#define D2K_LISTED(k, nl, nc) static_cast<void>(0)
 #endif
 
 // ---------------------------------------------------------------- kernel 1: segment summaries
@@ -556,6 +591,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
   const float* row = a.logits + static_cast<size_t>(b) * V;
   const float* ub = a.u + static_cast<size_t>(b) * a.R;
   const RowSummary rs = load_summary(scr.stats, b, nseg, m.smx, m.pre, sh);
+  D2K_MARK();
 
   if (k >= V && p >= 1.f) {  // plain: every token kept
     D2K_ROUTE(0);
@@ -584,6 +620,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
     const unsigned hi = fkey(rs.M);
     // g: the k-th largest segment max (select_key's first barrier orders the stores above).
     const unsigned gk = select_key(m.skey, nseg, [](int) { return 1.f; }, static_cast<float>(k), fkey(smin), hi, sh);
+    D2K_MARK();
     for (int s0 = 0; s0 < nseg; s0 += kThreads2) {  // warp-aggregated appends: one atomic per warp
       const int s = s0 + tid;
       const bool take = s < nseg && m.skey[s] >= gk;
@@ -597,6 +634,7 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
     }
     __syncthreads();
     const int nl = sh.bi[1];
+    D2K_MARK();
     // Read back the listed segments, 4 elements per unit, 8 units in flight per thread: y >= g are candidates.
     const int units = nl * (kSeg / 4);
     for (int q0 = 0; q0 < units; q0 += kThreads2 * 8) {
@@ -638,16 +676,20 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
     }
     __syncthreads();
     const int nc = sh.bi[4];
+    D2K_MARK();
     if (nc <= kCap) {  // else too many ties at g: the row is tested instead
       D2K_ROUTE(1);
+      D2K_LISTED(k, nl, nc);
       // Candidates are exactly the keys >= g, so within [g, key of M].
       const unsigned tk = select_key(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), gk, hi, sh);
+      D2K_MARK();
       unsigned t = tk;
       if (p < 1.f) {
         // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
         const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * rs.Z, gk, hi, sh);
         t = tp > tk ? tp : tk;
       }
+      D2K_MARK();
       // Inverse CDF over the kept candidates (key >= t), in buffer order, with u[b, 0].
       const int per = (nc + kThreads2 - 1) / kThreads2;
       const int i0 = tid * per, i1 = i0 + per < nc ? i0 + per : nc;
