@@ -10,7 +10,7 @@ task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== builds (all at once)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
-for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_TIMELINE D2K_PERSIST1 D2K_PERSIST1,D2K_STATS_ONLY; do
+for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_SERIAL_TEST D2K_TIMELINE; do
   args=()
   IFS=, read -ra ds <<<"$d"
   for x in "${ds[@]}"; do args+=(--define "$x"); done
@@ -29,9 +29,12 @@ done
 run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
 run "phased, no test pass" "$cand" llama3_b256_v128256 D2K_NO_TEST
 run "phased, 16 proposals" "$cand" llama3_b256_v128256 D2K_PROP=16
-run "phased, persistent stats" "$cand" llama3_b256_v128256 D2K_PERSIST1
-run "phased, persistent stats only" "$cand" llama3_b256_v128256 D2K_PERSIST1 D2K_STATS_ONLY
-for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do timeline "phased timeline" "$cand" "$w"; done
+run "phased, test after decide" "$cand" llama3_b256_v128256 D2K_SERIAL_TEST
+for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do  # the last call's spans and list phases
+  echo "== timeline $w"
+  timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_TIMELINE 2>&1 \
+    | grep '^timeline' | tail -3
+done
 [[ ${SKIP_EVAL:-0} == 1 ]] && exit 0
 echo "== d2k eval"
 CANDIDATES=007_topk_phased SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" GPU_DEADLINE=${GPU_DEADLINE:-300} \

@@ -36,6 +36,7 @@
 #define D2K_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #else
 #include <atomic>
+#include <thread>
 #define D2K_DYN_SMEM(name) unsigned char* name = emu::t_cta->smem
 #define D2K_LAUNCH(kernel, grid, block, smem, stream) \
   (static_cast<void>(stream), emu::launcher(kernel, grid, block, smem))
@@ -78,6 +79,7 @@ __device__ __forceinline__ int ctz(unsigned m) { return __ffs(m) - 1; }      // 
 __device__ __forceinline__ int hibit(unsigned m) { return 31 - __clz(m); }  // m != 0
 __device__ __forceinline__ int popc(unsigned m) { return __popc(m); }
 __device__ __forceinline__ int shfi(int v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+__device__ __forceinline__ int shupi(int v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
 __device__ __forceinline__ int s_add(int* a, int v) { return atomicAdd(a, v); }
 __device__ __forceinline__ void s_min(int* a, int v) { atomicMin(a, v); }
 __device__ __forceinline__ void s_max(int* a, int v) { atomicMax(a, v); }
@@ -106,6 +108,7 @@ inline int ctz(unsigned m) { return __builtin_ctz(m); }
 inline int hibit(unsigned m) { return 31 - __builtin_clz(m); }
 inline int popc(unsigned m) { return __builtin_popcount(m); }
 inline int shfi(int v, int src) { return static_cast<int>(__shfl_sync(0xffffffffu, static_cast<float>(v), src)); }  // |v| < 2^24
+inline int shupi(int v, int d) { return static_cast<int>(__shfl_up_sync(0xffffffffu, static_cast<float>(v), d)); }
 inline int s_add(int* a, int v) { return std::atomic_ref<int>(*a).fetch_add(v); }
 inline void s_min(int* a, int v) {
   std::atomic_ref<int> r(*a);
@@ -137,12 +140,51 @@ __device__ __forceinline__ void wait_prior_grid() {
 #endif
 }
 
+// The test pass overlaps decide (unless D2K_SERIAL_TEST): decide lets it launch at once, and publishes each tested
+// row (a release flag per slot) and each decided row (a counter); the test pass takes items from a queue and waits
+// for their row's flag. No deadlock: test CTAs launch only after every decide CTA has started.
+#if !defined(D2K_SERIAL_TEST) && !defined(D2K_NO_PDL)
+#define D2K_OVERLAP 1
+#endif
+#ifndef D2K_CPU_EMU
+__device__ __forceinline__ void allow_dependents() {
+#ifdef D2K_OVERLAP
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void nap() { __nanosleep(200); }
+// Loads of what a concurrently running decide wrote: L2, never a stale L1 line.
+__device__ __forceinline__ int ldcg(const int* p) { return __ldcg(p); }
+__device__ __forceinline__ float ldcg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float2 ldcg(const float2* p) { return __ldcg(p); }
+#else
+inline void allow_dependents() {}
+inline int ld_acquire(const int* p) { return std::atomic_ref<const int>(*p).load(std::memory_order_acquire); }
+inline void st_release(int* p, int v) { std::atomic_ref<int>(*p).store(v, std::memory_order_release); }
+inline void nap() { std::this_thread::yield(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <class T>
+inline T ldcg(const T* p) {
+  return *p;
+}
+#endif
+
 __device__ __forceinline__ float neg_inf() { return -__builtin_huge_valf(); }
 // Order-preserving key of a float: a larger float has a larger key (-inf smallest among the values used).
 __device__ __forceinline__ unsigned fkey(float f) {
   const unsigned u = f2u(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+__device__ __forceinline__ float key2f(unsigned k) { return u2f((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+__device__ __forceinline__ float nan_f() { return u2f(0x7fc00000u); }
 
 // Eight consecutive elements of a row from e0, -inf past V. vec: the row is 16-byte aligned and V % 4 == 0, so
 // e0 (a multiple of 8) starts two float4 that are each wholly inside or outside the row.
@@ -276,10 +318,13 @@ __device__ __forceinline__ void stats_item(int b, int c, float sc, int nseg, flo
 __global__ void __launch_bounds__(kThreads1) stats_kernel(const float* __restrict__ logits,
                                                           const float* __restrict__ temperature, int V, int nseg,
                                                           int nch1, int nitems, bool vec,
-                                                          float2* __restrict__ stats, int* __restrict__ ntest) {
+                                                          float2* __restrict__ stats, int* __restrict__ counters,
+                                                          int* __restrict__ ready, int B) {
   D2K_STAMP(0);
   const int tid = threadIdx.x;
-  if (blockIdx.x == 0 && tid == 0) *ntest = 0;  // the previous call's finish has ended (stream order)
+  // The previous call's kernels have ended (stream order); decide waits for this grid before using these.
+  if (blockIdx.x == 0 && tid < 3) counters[tid] = 0;
+  for (int i = blockIdx.x * kThreads1 + tid; i < B; i += gridDim.x * kThreads1) ready[i] = 0;
   auto load = [&](int item, float (&x)[kUnits1][8]) {
     const int b = item / nch1, c = item % nch1;
     const float* row = logits + static_cast<size_t>(b) * V;
@@ -310,6 +355,10 @@ struct Shared2 {  // the fixed part of decide's and finish's shared memory
   float bf[4];
   int bi[8];
   float red2[2][kWarps2];  // select_key's block sums, alternating so that one barrier suffices per sum
+  int hist[kThreads2];     // kth_key's value bins
+  unsigned small[256];     // kth_key's keys of the bin that holds the answer
+  int kb, kneed, nsmall;
+  unsigned kres;
 };
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -401,22 +450,93 @@ __device__ unsigned select_key(const unsigned* keys, int n, W weight, float need
   return t;
 }
 
+// Bin of v >= lo among kThreads2 bins of width 1 / inv: monotone in v (rounding is monotone), so the bins are in
+// value order and equal values share a bin.
+__device__ __forceinline__ int vbin(float v, float lo, float inv) {
+  const float q = (v - lo) * inv;
+  return q < 1.f ? 0 : q >= static_cast<float>(kThreads2 - 1) ? kThreads2 - 1 : static_cast<int>(q);
+}
+
+// The k-th largest key (ties counted: the largest t with #(keys >= t) >= k), 0 when fewer than k keys; all keys
+// in [lo, hi]. One pass bins the keys' values over [lo, hi] (integer shared atomics, exact); the bin that holds the
+// answer ranks its own members (<= 256 of them, each thread one member against all). ~9 barriers where
+// select_key's bit-wise search takes ~31. Falls back to select_key for an empty or unbounded range, or a crowded
+// bin (every thread takes the same branch: the conditions are read from shared memory after a barrier).
+__device__ unsigned kth_key(const unsigned* keys, int n, int k, unsigned lo, unsigned hi, Shared2& sh) {
+  const int tid = threadIdx.x;
+  const float flo = key2f(lo), fhi = key2f(hi);
+  const float inv = static_cast<float>(kThreads2) / (fhi - flo);
+  auto fallback = [&] { return select_key(keys, n, [](int) { return 1.f; }, static_cast<float>(k), lo, hi, sh); };
+  if (k < 1 || !(flo > neg_inf() && fhi < __builtin_huge_valf() && fhi > flo && inv < __builtin_huge_valf()))
+    return fallback();
+  if (n < k) return 0;
+  __syncthreads();  // keys written by other threads; the previous call's readers of hist are done
+  sh.hist[tid] = 0;
+  if (tid == 0) sh.nsmall = 0;
+  __syncthreads();
+  for (int i = tid; i < n; i += kThreads2) s_add(&sh.hist[vbin(key2f(keys[i]), flo, inv)], 1);
+  __syncthreads();
+  const int h = sh.hist[kThreads2 - 1 - tid];
+  const int S = static_cast<int>(block_incl_scan(static_cast<float>(h), sh));  // keys in bins >= 511 - tid (exact)
+  if (S >= k && S - h < k) {  // exactly one thread: n >= k
+    sh.kb = kThreads2 - 1 - tid;
+    sh.kneed = k - (S - h);
+  }
+  __syncthreads();
+  const int B = sh.kb, need = sh.kneed, cB = sh.hist[B];
+  if (cB > 256) return fallback();
+  for (int i = tid; i < n; i += kThreads2) {
+    const unsigned key = keys[i];
+    if (vbin(key2f(key), flo, inv) == B) sh.small[s_add(&sh.nsmall, 1)] = key;
+  }
+  __syncthreads();
+  if (tid < cB) {  // the member with fewer than `need` keys above it and at least `need` at or above it
+    const unsigned x = sh.small[tid];
+    int ge = 0, gt = 0;
+    for (int j = 0; j < cB; ++j) {
+      const unsigned o = sh.small[j];
+      ge += o >= x ? 1 : 0;
+      gt += o > x ? 1 : 0;
+    }
+    if (gt < need && need <= ge) sh.kres = x;  // equal keys write the same value
+  }
+  __syncthreads();
+  return sh.kres;
+}
+
 struct RowSummary {
   float M, Z;
 };
 
-// Loads row b's segment summaries: smx[s] = segment max, pre[s] = inclusive prefix of the masses 2^(y - M).
-__device__ RowSummary load_summary(const float2* __restrict__ stats, int b, int nseg, float* smx, float* pre,
-                                   Shared2& sh) {
+// Loads row b's segment summaries into smx[s] (segment max) and pre[s] (its sum of 2^(y - max)); returns the row's
+// max M. The loads are issued in batches of five per thread (a 2560-segment row in one round trip).
+__device__ float load_summary(const float2* __restrict__ stats, int b, int nseg, float* smx, float* pre,
+                              Shared2& sh) {
+  constexpr int kBatch = 5;
   const float2* st = stats + static_cast<size_t>(b) * nseg;
   float m = neg_inf();
-  for (int s = threadIdx.x; s < nseg; s += kThreads2) {
-    const float2 v = st[s];
-    smx[s] = v.x;
-    pre[s] = v.y;
-    m = fmaxf(m, v.x);
+  for (int s0 = 0; s0 < nseg; s0 += kBatch * kThreads2) {
+    float2 v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int s = s0 + i * kThreads2 + threadIdx.x;
+      v[i] = s < nseg ? st[s] : make_float2(neg_inf(), 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int s = s0 + i * kThreads2 + threadIdx.x;
+      if (s < nseg) {
+        smx[s] = v[i].x;
+        pre[s] = v[i].y;
+      }
+      m = fmaxf(m, v[i].x);
+    }
   }
-  const float M = block_max(m, sh);  // its barriers order the stores above
+  return block_max(m, sh);  // its barriers order the stores above
+}
+
+// Turns pre[] into the inclusive prefix of the segments' masses 2^(y - M); returns their total Z.
+__device__ float prefix_masses(int nseg, const float* smx, float* pre, float M, Shared2& sh) {
   const int per = (nseg + kThreads2 - 1) / kThreads2;
   const int s0 = threadIdx.x * per, s1 = s0 + per < nseg ? s0 + per : nseg;
   float loc = 0.f;
@@ -428,8 +548,15 @@ __device__ RowSummary load_summary(const float2* __restrict__ stats, int b, int 
   float run = inc - loc;
   for (int s = s0; s < s1; ++s) pre[s] = run += pre[s];
   __syncthreads();
-  const float Z = pre[nseg - 1];
-  return {M, Z};
+  return pre[nseg - 1];
+}
+
+// The total mass Z without the prefix (pre[] unchanged), for rows settled from a list.
+__device__ float total_mass(int nseg, const float* smx, const float* pre, float M, Shared2& sh) {
+  float loc = 0.f;
+  for (int s = threadIdx.x; s < nseg; s += kThreads2)
+    if (smx[s] != neg_inf()) loc += pre[s] * ex2(smx[s] - M);
+  return block_sum(loc, sh);
 }
 
 // One warp draws a token from p (all of the row) with target t in [0, Z): the first segment whose inclusive
@@ -489,7 +616,8 @@ struct Scratch {
   float* prop_y;    // [B, kProp]
   int* prop_j;      // [B, kProp]
   int* test_rows;   // [B]
-  int* ntest;       // [1]
+  int* ntest;       // [1]: tested rows; ntest[1]: the test pass's next item; ntest[2]: rows decided
+  int* ready;       // [B]: slot s of test_rows published
   float* part;      // [B, nch3, 32]: counts (0..15) and masses (16..31) above each proposal, per chunk
 };
 
@@ -577,8 +705,9 @@ __device__ void continue_row(const Args& a, int b, int n0, float sc, const RowSu
 }
 
 // ---------------------------------------------------------------- kernel 2: per-row decisions
-__global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) {
+__global__ void __launch_bounds__(kThreads2, 2) decide_kernel(Args a, Scratch scr) {
   wait_prior_grid();
+  allow_dependents();
   D2K_STAMP(1);
   D2K_DYN_SMEM(smem_raw);
   const Smem2 m = carve(smem_raw, a.nseg);
@@ -590,206 +719,271 @@ __global__ void __launch_bounds__(kThreads2) decide_kernel(Args a, Scratch scr) 
   const float p = a.top_p[b];
   const float* row = a.logits + static_cast<size_t>(b) * V;
   const float* ub = a.u + static_cast<size_t>(b) * a.R;
-  const RowSummary rs = load_summary(scr.stats, b, nseg, m.smx, m.pre, sh);
-  D2K_MARK();
+  [&] {  // the row's route; every return leads to the row's count below
+    const float M = load_summary(scr.stats, b, nseg, m.smx, m.pre, sh);
 
-  if (k >= V && p >= 1.f) {  // plain: every token kept
-    D2K_ROUTE(0);
-    if (warp == 0) {
-      int j;
-      float yj;
-      warp_draw(row, V, sc, rs.M, m.pre, nseg, ub[0] * rs.Z, j, yj);
-      if (lane == 0) a.ids[b] = j;
-    }
-    return;
-  }
-
-  if (k <= nseg && k <= kListMaxK) {
-    float mn = __builtin_huge_valf();
-    for (int s = tid; s < nseg; s += kThreads2) {
-      m.skey[s] = fkey(m.smx[s]);
-      mn = fminf(mn, m.smx[s]);
-    }
-    const float smin = -block_max(-mn, sh);
-    if (tid == 0) {
-      sh.bi[1] = 0;  // segments to read
-      sh.bi[4] = 0;  // candidates
-      sh.bi[5] = 0x7fffffff;
-      sh.bi[6] = -1;
-    }
-    const unsigned hi = fkey(rs.M);
-    // g: the k-th largest segment max (select_key's first barrier orders the stores above).
-    const unsigned gk = select_key(m.skey, nseg, [](int) { return 1.f; }, static_cast<float>(k), fkey(smin), hi, sh);
-    D2K_MARK();
-    for (int s0 = 0; s0 < nseg; s0 += kThreads2) {  // warp-aggregated appends: one atomic per warp
-      const int s = s0 + tid;
-      const bool take = s < nseg && m.skey[s] >= gk;
-      const unsigned bal = ballot(take);
-      if (bal) {
-        int base = 0;
-        if (lane == 0) base = s_add(&sh.bi[1], popc(bal));
-        base = shfi(base, 0);
-        if (take) m.seglist[base + popc(bal & ((1u << lane) - 1u))] = s;
+    if (k >= V && p >= 1.f) {  // plain: every token kept
+      D2K_ROUTE(0);
+      const float Z = prefix_masses(nseg, m.smx, m.pre, M, sh);
+      if (warp == 0) {
+        int j;
+        float yj;
+        warp_draw(row, V, sc, M, m.pre, nseg, ub[0] * Z, j, yj);
+        if (lane == 0) a.ids[b] = j;
       }
-    }
-    __syncthreads();
-    const int nl = sh.bi[1];
-    D2K_MARK();
-    // Read back the listed segments, 4 elements per unit, 8 units in flight per thread: y >= g are candidates.
-    const int units = nl * (kSeg / 4);
-    for (int q0 = 0; q0 < units; q0 += kThreads2 * 8) {
-      float x[8][4];
-      int e0[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int q = q0 + i * kThreads2 + tid;
-        e0[i] = q < units ? m.seglist[q >> 4] * kSeg + (q & 15) * 4 : V;
-        if (a.vec && e0[i] < V) {
-          const float4 v = ld4(row + e0[i]);
-          x[i][0] = v.x, x[i][1] = v.y, x[i][2] = v.z, x[i][3] = v.w;
-        } else {
-#pragma unroll
-          for (int l = 0; l < 4; ++l) x[i][l] = e0[i] + l < V ? ld1(row + e0[i] + l) : 0.f;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int l = 0; l < 4; ++l) {
-          const int e = e0[i] + l;
-          const float y = x[i][l] * sc;
-          const unsigned key = e < V ? fkey(y) : 0u;  // gk > 0: key 0 is never taken
-          const bool take = key >= gk;
-          const unsigned bal = ballot(take);
-          if (bal) {
-            int base = 0;
-            if (lane == 0) base = s_add(&sh.bi[4], popc(bal));
-            base = shfi(base, 0);
-            const int pos = base + popc(bal & ((1u << lane) - 1u));
-            if (take && pos < kCap) {
-              m.ckey[pos] = key;
-              m.cidx[pos] = e;
-              m.cw[pos] = ex2(y - rs.M);
-            }
-          }
-        }
-    }
-    __syncthreads();
-    const int nc = sh.bi[4];
-    D2K_MARK();
-    if (nc <= kCap) {  // else too many ties at g: the row is tested instead
-      D2K_ROUTE(1);
-      D2K_LISTED(k, nl, nc);
-      // Candidates are exactly the keys >= g, so within [g, key of M].
-      const unsigned tk = select_key(m.ckey, nc, [](int) { return 1.f; }, static_cast<float>(k), gk, hi, sh);
-      D2K_MARK();
-      unsigned t = tk;
-      if (p < 1.f) {
-        // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
-        const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * rs.Z, gk, hi, sh);
-        t = tp > tk ? tp : tk;
-      }
-      D2K_MARK();
-      // Inverse CDF over the kept candidates (key >= t), in buffer order, with u[b, 0].
-      const int per = (nc + kThreads2 - 1) / kThreads2;
-      const int i0 = tid * per, i1 = i0 + per < nc ? i0 + per : nc;
-      float loc = 0.f;
-      int last = -1;
-      for (int i = i0; i < i1; ++i)
-        if (m.ckey[i] >= t) {
-          loc += m.cw[i];
-          last = i;
-        }
-      const float inc = block_incl_scan(loc, sh);
-      if (last >= 0) s_max(&sh.bi[6], last);
-      if (tid == kThreads2 - 1) sh.bf[1] = inc;
-      __syncthreads();
-      const float total = sh.bf[1];
-      float target = ub[0] * total;
-      if (target >= total) target = u2f(f2u(total) - 1u);  // total >= 1 (the max is kept)
-      float run = inc - loc;
-      if (loc > 0.f && run <= target && target < inc)
-        for (int i = i0; i < i1; ++i)
-          if (m.ckey[i] >= t) {
-            run += m.cw[i];
-            if (run > target) {
-              s_min(&sh.bi[5], i);
-              break;
-            }
-          }
-      __syncthreads();
-      if (tid == 0) a.ids[b] = m.cidx[sh.bi[5] != 0x7fffffff ? sh.bi[5] : sh.bi[6]];
       return;
     }
-  }
 
-  // Tested: kProp proposals from the whole distribution, one per warp.
-  D2K_ROUTE(2);
-  const int np = a.R < kProp ? a.R : kProp;
-  if (warp < np) {
-    int j;
-    float yj;
-    warp_draw(row, V, sc, rs.M, m.pre, nseg, ub[warp] * rs.Z, j, yj);
-    if (lane == 0) {
-      scr.prop_y[b * kProp + warp] = yj;
-      scr.prop_j[b * kProp + warp] = j;
+    if (k <= nseg && k <= kListMaxK) {
+      const float Z = total_mass(nseg, m.smx, m.pre, M, sh);
+      D2K_MARK();
+      float mn = __builtin_huge_valf();
+      for (int s = tid; s < nseg; s += kThreads2) {  // this thread's own stores of load_summary
+        m.skey[s] = fkey(m.smx[s]);
+        mn = fminf(mn, m.smx[s]);
+      }
+      const float smin = -block_max(-mn, sh);
+      if (tid == 0) {
+        sh.bi[1] = 0;  // segments to read
+        sh.bi[4] = 0;  // candidates
+        sh.bi[5] = 0x7fffffff;
+        sh.bi[6] = -1;
+      }
+      const unsigned hi = fkey(M);
+      // g: the k-th largest segment max (kth_key's first barrier orders the stores above).
+      const unsigned gk = kth_key(m.skey, nseg, k, fkey(smin), hi, sh);
+      D2K_MARK();
+      for (int s0 = 0; s0 < nseg; s0 += kThreads2) {  // warp-aggregated appends: one atomic per warp
+        const int s = s0 + tid;
+        const bool take = s < nseg && m.skey[s] >= gk;
+        const unsigned bal = ballot(take);
+        if (bal) {
+          int base = 0;
+          if (lane == 0) base = s_add(&sh.bi[1], popc(bal));
+          base = shfi(base, 0);
+          if (take) m.seglist[base + popc(bal & ((1u << lane) - 1u))] = s;
+        }
+      }
+      __syncthreads();
+      const int nl = sh.bi[1];
+      D2K_MARK();
+      // Read back the listed segments, 4 elements per unit, 8 units in flight per thread: y >= g are candidates.
+      // A thread marks its candidates in a bit mask (a float compare per element); one warp scan and one shared
+      // atomic per warp and round place them, off the per-element path.
+      const float gf = key2f(gk);
+      const int units = nl * (kSeg / 4);
+      auto unit_e0 = [&](int q) { return q < units ? m.seglist[q >> 4] * kSeg + (q & 15) * 4 : V; };
+      for (int q0 = 0; q0 < units; q0 += kThreads2 * 8) {
+        unsigned hits = 0;
+        {
+          float x[8][4];
+  #pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int e0 = unit_e0(q0 + i * kThreads2 + tid);
+            if (a.vec && e0 < V) {
+              const float4 v = ld4(row + e0);
+              x[i][0] = v.x, x[i][1] = v.y, x[i][2] = v.z, x[i][3] = v.w;
+            } else {
+  #pragma unroll
+              for (int l = 0; l < 4; ++l) x[i][l] = e0 + l < V ? ld1(row + e0 + l) : nan_f();  // never taken
+            }
+          }
+  #pragma unroll
+          for (int i = 0; i < 8; ++i)
+  #pragma unroll
+            for (int l = 0; l < 4; ++l) hits |= x[i][l] * sc >= gf ? 1u << (4 * i + l) : 0u;
+        }
+        const int c = popc(hits);
+        int inc = c;
+  #pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+          const int o = shupi(inc, d);
+          if (lane >= d) inc += o;
+        }
+        int base = 0;
+        if (lane == 31 && inc > 0) base = s_add(&sh.bi[4], inc);
+        int pos = shfi(base, 31) + inc - c;
+        while (hits) {  // rare: the candidates are reloaded (L1) rather than kept in registers
+          const int bit = ctz(hits);
+          hits &= hits - 1u;
+          const int e = unit_e0(q0 + (bit >> 2) * kThreads2 + tid) + (bit & 3);
+          const float y = ld1(row + e) * sc;
+          const unsigned key = fkey(y);
+          if (pos < kCap) {
+            m.ckey[pos] = key > gk ? key : gk;  // y >= g also takes -0 when g = +0: the same value
+            m.cidx[pos] = e;
+            m.cw[pos] = ex2(y - M);
+          }
+          ++pos;
+        }
+      }
+      __syncthreads();
+      const int nc = sh.bi[4];
+      D2K_MARK();
+      if (nc <= kCap) {  // else too many ties at g: the row is tested instead
+        D2K_ROUTE(1);
+        D2K_LISTED(k, nl, nc);
+        // Candidates are exactly the keys >= g, so within [g, key of M].
+        const unsigned tk = kth_key(m.ckey, nc, k, gk, hi, sh);
+        D2K_MARK();
+        unsigned t = tk;
+        if (p < 1.f) {
+          // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
+          const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * Z, gk, hi, sh);
+          t = tp > tk ? tp : tk;
+        }
+        D2K_MARK();
+        // Inverse CDF over the kept candidates (key >= t), in buffer order, with u[b, 0].
+        const int per = (nc + kThreads2 - 1) / kThreads2;
+        const int i0 = tid * per, i1 = i0 + per < nc ? i0 + per : nc;
+        float loc = 0.f;
+        int last = -1;
+        for (int i = i0; i < i1; ++i)
+          if (m.ckey[i] >= t) {
+            loc += m.cw[i];
+            last = i;
+          }
+        const float inc = block_incl_scan(loc, sh);
+        if (last >= 0) s_max(&sh.bi[6], last);
+        if (tid == kThreads2 - 1) sh.bf[1] = inc;
+        __syncthreads();
+        const float total = sh.bf[1];
+        float target = ub[0] * total;
+        if (target >= total) target = u2f(f2u(total) - 1u);  // total >= 1 (the max is kept)
+        float run = inc - loc;
+        if (loc > 0.f && run <= target && target < inc)
+          for (int i = i0; i < i1; ++i)
+            if (m.ckey[i] >= t) {
+              run += m.cw[i];
+              if (run > target) {
+                s_min(&sh.bi[5], i);
+                break;
+              }
+            }
+        __syncthreads();
+        if (tid == 0) a.ids[b] = m.cidx[sh.bi[5] != 0x7fffffff ? sh.bi[5] : sh.bi[6]];
+        return;
+      }
     }
-  }
-  if (tid == 0) {
-    scr.rowinfo[b] = make_float2(rs.M, rs.Z);
-    scr.test_rows[g_add(scr.ntest, 1)] = b;
+
+    // Tested: kProp proposals from the whole distribution, one per warp.
+    D2K_ROUTE(2);
+    const float Z = prefix_masses(nseg, m.smx, m.pre, M, sh);
+    const int np = a.R < kProp ? a.R : kProp;
+    if (warp < np) {
+      int j;
+      float yj;
+      warp_draw(row, V, sc, M, m.pre, nseg, ub[warp] * Z, j, yj);
+      if (lane == 0) {
+        scr.prop_y[b * kProp + warp] = yj;
+        scr.prop_j[b * kProp + warp] = j;
+      }
+    }
+    if (tid == 0) scr.rowinfo[b] = make_float2(M, Z);
+    __syncthreads();  // the proposals and rowinfo, then the slot's flag (bar.sync, then a gpu-scope fence)
+    if (tid == 0) {
+      const int slot = g_add(scr.ntest, 1);
+      scr.test_rows[slot] = b;
+      __threadfence();
+      st_release(scr.ready + slot, 1);
+    }
+  }();
+  __syncthreads();
+  if (tid == 0) {  // after every write of this row (ids, proposals, slot)
+    __threadfence();
+    g_add(scr.ntest + 2, 1);
   }
 }
 
 // ---------------------------------------------------------------- kernel 3: the shared test pass
+// Only elements above the lowest proposal count for any proposal (~1-2% on LLM rows): one compare per element
+// marks them in a bit mask, and they alone are reloaded (L1) and compared with every proposal.
+constexpr int kAcc = kProp <= 8 ? 16 : 32;  // counts, masses, zeros: a power of two >= 2 kProp
+
 template <bool kCnt, bool kMass>
 __device__ __forceinline__ void test_chunk(const float* row, int e0, int V, bool vec, float sc, float M,
-                                           const float (&v)[kProp], float (&acc)[32]) {
+                                           const float (&v)[kProp], float vmin, float (&acc)[kAcc]) {
   float x[4][8];
 #pragma unroll
   for (int u = 0; u < 4; ++u) load8(row, e0 + u * (kChunk3 / 4), V, vec, x[u]);
+  unsigned hits = 0;
 #pragma unroll
   for (int u = 0; u < 4; ++u)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float y = x[u][i] * sc;
-      const float w = kMass ? ex2(y - M) : 0.f;
+    for (int i = 0; i < 8; ++i) hits |= x[u][i] * sc > vmin ? 1u << (8 * u + i) : 0u;  // -inf past V: never
+  while (hits) {
+    const int bit = ctz(hits);
+    hits &= hits - 1u;
+    const float y = ld1(row + e0 + (bit >> 3) * (kChunk3 / 4) + (bit & 7)) * sc;
+    const float w = kMass ? ex2(y - M) : 0.f;
 #pragma unroll
-      for (int r = 0; r < kProp; ++r) {
-        const bool gt = y > v[r];
-        if (kCnt) acc[r] += gt ? 1.f : 0.f;
-        if (kMass) acc[kProp + r] += gt ? w : 0.f;
-      }
+    for (int r = 0; r < kProp; ++r) {
+      const bool gt = y > v[r];
+      if (kCnt) acc[r] += gt ? 1.f : 0.f;
+      if (kMass) acc[kProp + r] += gt ? w : 0.f;
     }
+  }
 }
 
+// The next (tested row, chunk) item once its row is published, or -1 when every row is decided and none is left.
+__device__ int claim_item(const Args& a, const Scratch& scr) {
+  const int item = g_add(scr.ntest + 1, 1);
+  const int slot = item / a.nch3;
+  for (;;) {
+    if (slot < a.B && ld_acquire(scr.ready + slot)) return item;
+    if (ld_acquire(scr.ntest + 2) == a.B && ldcg(scr.ntest) <= slot) return -1;
+    nap();
+  }
+}
+
+constexpr size_t kSmem3 = 8 * 32 * sizeof(float) + 16;  // test_kernel: red[8][32], the next item
+
 __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
+#ifndef D2K_OVERLAP
   wait_prior_grid();
+#endif
   D2K_STAMP(2);
   D2K_DYN_SMEM(smem_raw);
   float* red = reinterpret_cast<float*>(smem_raw);  // [8 warps][32]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#ifdef D2K_OVERLAP
+  int* next = reinterpret_cast<int*>(red + 8 * 32);
+  for (;;) {
+    if (tid == 0) *next = claim_item(a, scr);  // the previous item's readers passed two barriers since
+    __syncthreads();
+    const int item = *next;
+    if (item < 0) break;
+#else
   const int items = *scr.ntest * a.nch3;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
+#endif
     const int slot = item / a.nch3, c = item % a.nch3;
-    const int b = scr.test_rows[slot];
+    const int b = ldcg(scr.test_rows + slot);
     const float sc = kLog2e / a.temperature[b];
-    const float M = scr.rowinfo[b].x;
+    const float M = ldcg(scr.rowinfo + b).x;
     const bool cnt = a.top_k[b] < a.V, mass = a.top_p[b] < 1.f;
     const int np = a.R < kProp ? a.R : kProp;
-    float v[kProp], acc[32];  // counts in [0, kProp), masses in [kProp, 2 kProp), zeros after (the 32 lanes' layout)
+    float v[kProp], acc[kAcc];  // counts in [0, kProp), masses in [kProp, 2 kProp), zeros after
+    float vmin = __builtin_huge_valf();
 #pragma unroll
-    for (int r = 0; r < kProp; ++r) v[r] = r < np ? scr.prop_y[b * kProp + r] : __builtin_huge_valf();
+    for (int r = 0; r < kProp; ++r) {
+      v[r] = r < np ? ldcg(scr.prop_y + b * kProp + r) : __builtin_huge_valf();
+      vmin = fminf(vmin, v[r]);
+    }
 #pragma unroll
-    for (int r = 0; r < 32; ++r) acc[r] = 0.f;
+    for (int r = 0; r < kAcc; ++r) acc[r] = 0.f;
     const float* row = a.logits + static_cast<size_t>(b) * a.V;
     const int e0 = c * kChunk3 + 8 * tid;
-    if (cnt && mass) test_chunk<true, true>(row, e0, a.V, a.vec, sc, M, v, acc);
-    else if (cnt) test_chunk<true, false>(row, e0, a.V, a.vec, sc, M, v, acc);
-    else test_chunk<false, true>(row, e0, a.V, a.vec, sc, M, v, acc);
-    // Reduce-scatter over the warp: after the five steps lane l holds the warp's total of value l.
+    if (cnt && mass) test_chunk<true, true>(row, e0, a.V, a.vec, sc, M, v, vmin, acc);
+    else if (cnt) test_chunk<true, false>(row, e0, a.V, a.vec, sc, M, v, vmin, acc);
+    else test_chunk<false, true>(row, e0, a.V, a.vec, sc, M, v, vmin, acc);
+    // Reduce-scatter over the warp: lane l ends with the warp's total of value l (mod kAcc).
+    if (kAcc == 16) {
 #pragma unroll
-    for (int o = 16, n = 32; o; o >>= 1, n >>= 1) {
+      for (int i = 0; i < 16; ++i) acc[i] += shx(acc[i], 16);
+    }
+#pragma unroll
+    for (int o = kAcc / 2, n = kAcc; o; o >>= 1, n >>= 1) {
       const bool up = lane & o;
 #pragma unroll
       for (int i = 0; i < n / 2; ++i) {
@@ -799,7 +993,7 @@ __global__ void __launch_bounds__(kThreads1) test_kernel(Args a, Scratch scr) {
       }
     }
     __syncthreads();  // the previous item's red is read
-    red[warp * 32 + lane] = acc[0];
+    red[warp * 32 + lane] = lane < kAcc ? acc[0] : 0.f;
     __syncthreads();
     if (tid < 32) {
       float t = 0.f;
@@ -818,28 +1012,30 @@ __global__ void __launch_bounds__(kThreads2) finish_kernel(Args a, Scratch scr) 
   const Smem2 m = carve(smem_raw, a.nseg);
   Shared2& sh = *m.sh;
   const int slot = blockIdx.x;
-  if (slot >= *scr.ntest) return;
-  const int b = scr.test_rows[slot];
+  if (slot >= ldcg(scr.ntest)) return;
+  const int b = ldcg(scr.test_rows + slot);
   const int k = a.top_k[b];
   const float p = a.top_p[b];
-  const float Z = scr.rowinfo[b].y;
+  const float Z = ldcg(scr.rowinfo + b).y;
   const int np = a.R < kProp ? a.R : kProp;
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float t = 0.f;
-    for (int c = 0; c < a.nch3; ++c) t += scr.part[(static_cast<size_t>(slot) * a.nch3 + c) * 32 + lane];
+    for (int c = 0; c < a.nch3; ++c) t += ldcg(scr.part + (static_cast<size_t>(slot) * a.nch3 + c) * 32 + lane);
     const float ms = shf(t, (lane + kProp) & 31);
     const bool ok = lane < np && (k >= a.V || t < static_cast<float>(k)) && (p >= 1.f || ms < p * Z);
     const unsigned acc = ballot(ok);
     if (lane == 0) {
       sh.bi[7] = acc ? 1 : 0;
-      if (acc) a.ids[b] = scr.prop_j[b * kProp + ctz(acc)];
+      if (acc) a.ids[b] = ldcg(scr.prop_j + b * kProp + ctz(acc));
     }
   }
   __syncthreads();
   if (sh.bi[7]) return;
   const float sc = kLog2e / a.temperature[b];
-  const RowSummary rs = load_summary(scr.stats, b, a.nseg, m.smx, m.pre, sh);
+  RowSummary rs;
+  rs.M = load_summary(scr.stats, b, a.nseg, m.smx, m.pre, sh);
+  rs.Z = prefix_masses(a.nseg, m.smx, m.pre, rs.M, sh);
   D2K_ROUTE(3);
   continue_row(a, b, np, sc, rs, m.pre, sh);
 }
@@ -921,8 +1117,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   auto up = [](size_t n) { return (n + 255) / 256 * 256; };
   const size_t b_stats = up(sizeof(float2) * B * nseg), b_row = up(sizeof(float2) * B),
                b_py = up(sizeof(float) * B * kProp), b_pj = up(sizeof(int) * B * kProp), b_tr = up(sizeof(int) * B),
-               b_nt = 256, b_part = up(sizeof(float) * B * nch3 * 32);
-  const size_t need = b_stats + b_row + b_py + b_pj + b_tr + b_nt + b_part;
+               b_nt = 256, b_part = up(sizeof(float) * B * nch3 * 32), b_rd = up(sizeof(int) * B);
+  const size_t need = b_stats + b_row + b_py + b_pj + b_tr + b_nt + b_part + b_rd;
 
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 5;
@@ -961,6 +1157,8 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   scr.ntest = reinterpret_cast<int*>(base);
   base += b_nt;
   scr.part = reinterpret_cast<float*>(base);
+  base += b_part;
+  scr.ready = reinterpret_cast<int*>(base);
 
   // decide and finish keep a row's summaries in shared memory: 16 bytes per segment, so V up to ~770,000 on an
   // H100 or H200 (227 KB); larger rows are refused (code 7) rather than served slowly.
@@ -979,7 +1177,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   const int grid3 = 3;  // few CTAs, so that each takes several items
 #else
   int occ = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, test_kernel, kThreads1, 8 * 32 * sizeof(float)) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, test_kernel, kThreads1, kSmem3) !=
           cudaSuccess ||
       occ < 1)
     occ = 1;
@@ -1004,13 +1202,14 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   }
 #endif
   D2K_LAUNCH(stats_kernel, dim3(static_cast<unsigned>(grid1)), dim3(kThreads1), 0, s)(
-      a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), nitems1, a.vec, scr.stats, scr.ntest);
+      a.logits, a.temperature, a.V, a.nseg, static_cast<int>(nch1), nitems1, a.vec, scr.stats, scr.ntest, scr.ready,
+      a.B);
   cudaError_t err = cudaGetLastError();
 #ifndef D2K_STATS_ONLY  // timing variants: the summary pass alone; the pass and the decisions
   if (err == cudaSuccess) err = launch_dependent(decide_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
 #ifndef D2K_NO_TEST
   if (err == cudaSuccess)
-    err = launch_dependent(test_kernel, dim3(static_cast<unsigned>(grid3)), kThreads1, 8 * 32 * sizeof(float), s, a, scr);
+    err = launch_dependent(test_kernel, dim3(static_cast<unsigned>(grid3)), kThreads1, kSmem3, s, a, scr);
   if (err == cudaSuccess) err = launch_dependent(finish_kernel, dim3(static_cast<unsigned>(B)), kThreads2, smem2, s, a, scr);
 #endif
 #endif
