@@ -1,10 +1,12 @@
 # Sourced by bench/candidates/*/ablate.sh (from the repository root, with `task` set): one variant's warm-L2
 # CUDA-event median, and one variant's D2K_TIMELINE phase line, from bench/profile_cuda_solution.py.
+# PROFILE_FLAGS (e.g. --queued) is passed to every timing run.
 run() {  # label dir workload [define ...]
   local label=$1 dir=$2 w=$3 args=() d line
   shift 3
   for d in "$@"; do args+=(--define "$d"); done
-  line=$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" --calls 20 "${args[@]}" 2>&1 | tail -1)
+  # shellcheck disable=SC2086  # PROFILE_FLAGS: words
+  line=$(timeout 60 python3 bench/profile_cuda_solution.py "$task" "$dir" "$w" --calls 20 ${PROFILE_FLAGS:-} "${args[@]}" 2>&1 | tail -1)
   printf '%-34s %-22s %s\n' "$label" "$w" "$line"
 }
 timeline() {  # label dir workload [define ...]: the phase line of the last of 3 calls

@@ -22,6 +22,7 @@ echo "== gpu check"
 timeout 120 /tmp/ph_gpu
 echo "== warm medians"
 source bench/candidates/ablate-lib.sh
+export PROFILE_FLAGS=${PROFILE_FLAGS---queued}  # GPU time alone, as d2k eval times it
 for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000; do
   run expert "$task/expert" "$w"
   run phased "$cand" "$w"

@@ -1072,6 +1072,13 @@ struct ScratchState {
 };
 ScratchState g_scratch;
 
+// Per-device launch facts, found once: the host's setup of a call is then the launches alone.
+struct DeviceFacts {
+  int device = -1, optin = 0, nsm = 0, occ3 = 1, occ1 = 1;
+  size_t smem2_set = 0;  // the dynamic shared memory decide and finish are allowed
+};
+DeviceFacts g_facts;
+
 }  // namespace
 
 extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* outputs, int n_outputs,
@@ -1163,25 +1170,35 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
   // decide and finish keep a row's summaries in shared memory: 16 bytes per segment, so V up to ~770,000 on an
   // H100 or H200 (227 KB); larger rows are refused (code 7) rather than served slowly.
   const size_t smem2 = smem2_bytes(a.nseg);
-  int optin = 0;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 5;
-  if (smem2 > static_cast<size_t>(optin)) return 7;
-  if (cudaFuncSetAttribute(decide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
-          cudaSuccess ||
-      cudaFuncSetAttribute(finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
-          cudaSuccess)
-    return 5;
-  int nsm = 0;
-  if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 5;
+  if (g_facts.device != dev) {
+    DeviceFacts f;
+    f.device = dev;
+    if (cudaDeviceGetAttribute(&f.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&f.nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 5;
+#ifndef D2K_CPU_EMU
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.occ3, test_kernel, kThreads1, kSmem3) != cudaSuccess ||
+        f.occ3 < 1)
+      f.occ3 = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.occ1, stats_kernel, kThreads1, 0) != cudaSuccess ||
+        f.occ1 < 1)
+      f.occ1 = 1;
+#endif
+    g_facts = f;
+  }
+  if (smem2 > static_cast<size_t>(g_facts.optin)) return 7;
+  if (smem2 > g_facts.smem2_set) {
+    if (cudaFuncSetAttribute(decide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
+            cudaSuccess ||
+        cudaFuncSetAttribute(finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem2)) !=
+            cudaSuccess)
+      return 5;
+    g_facts.smem2_set = smem2;
+  }
 #ifdef D2K_CPU_EMU
   const int grid3 = 3;  // few CTAs, so that each takes several items
 #else
-  int occ = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, test_kernel, kThreads1, kSmem3) !=
-          cudaSuccess ||
-      occ < 1)
-    occ = 1;
-  const int grid3 = nsm * occ;
+  const int grid3 = g_facts.nsm * g_facts.occ3;
 #endif
 #if defined(D2K_TIMELINE) && !defined(D2K_CPU_EMU)
   timeline_reset<<<1, 1, 0, s>>>();
@@ -1193,10 +1210,7 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
 #ifdef D2K_CPU_EMU
     const int g = 5;
 #else
-    int occ1 = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ1, stats_kernel, kThreads1, 0) != cudaSuccess || occ1 < 1)
-      occ1 = 1;
-    const int g = nsm * occ1;
+    const int g = g_facts.nsm * g_facts.occ1;
 #endif
     if (g < grid1) grid1 = g;
   }
