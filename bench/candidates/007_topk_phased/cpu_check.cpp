@@ -132,7 +132,7 @@ T pick(std::initializer_list<T> v) {
   return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng));
 }
 
-enum Mix { SERVING, TIES, FLAT, GREEDY, NO_TOP_K, CONST_ROWS, SMALL_NSEG };
+enum Mix { SERVING, TIES, FLAT, GREEDY, NO_TOP_K, CONST_ROWS, SMALL_NSEG, P_INSIDE };
 
 Batch make(int B, int V, Mix mix) {
   Batch bt;
@@ -167,6 +167,11 @@ Batch make(int B, int V, Mix mix) {
     } else if (mix == CONST_ROWS) {  // every candidate tied: the list overflows, the rows are tested
       for (int i = 0; i < V; ++i) l[i] = 1.5f;
       bt.k[b] = pick({1, 3, 100});
+    } else if (mix == P_INSIDE) {  // peaked rows, large top_k, small top_p: the crossing lies among the candidates
+      for (int i = 0; i < V; ++i) l[i] = 3.f * gauss();
+      bt.T[b] = pick({0.8f, 1.0f});
+      bt.k[b] = pick({100, 200, 300});  // <= 313 segments: every row takes the list
+      bt.p[b] = pick({0.2f, 0.4f, 0.6f});
     } else if (mix == SMALL_NSEG) {  // top_k beyond the segment count: tested with counts, often rejected
       for (int i = 0; i < V; ++i) l[i] = 0.3f * gauss();
       bt.k[b] = pick({5, 9, 20});
@@ -260,9 +265,12 @@ int main(int argc, char** argv) {
   fails += check_support("no top-k V=20000", make(4 * q, 20000, NO_TOP_K));
   fails += check_support("constant rows V=9000", make(3 * q, 9000, CONST_ROWS));
   fails += check_support("k > segments V=200", make(12 * q, 200, SMALL_NSEG));
+  fails += check_support("p inside the list V=20000", make(6 * q, 20000, P_INSIDE));
   const int n = quick ? 100 : 20000;
   fails += check_distribution("dist list (k 3, ties)", n, 300, 1.6f, 3, 0.9f, true);
   fails += check_distribution("dist list (k 50, p 0.6)", n, 3000, 0.7f, 50, 0.6f, false);
+  fails += check_distribution("dist list (k 40, p 0.5)", n, 3000, 0.5f, 40, 0.5f, false);
+  fails += check_distribution("dist list (k 40, p 0.4, ties)", n, 3000, 0.5f, 40, 0.4f, true);
   fails += check_distribution("dist tested (p 0.6)", n, 300, 1.0f, 1 << 30, 0.6f, false);
   fails += check_distribution("dist tested (k 100 > segs)", n, 200, 1.0f, 100, 0.95f, false);
   fails += check_distribution("dist plain", n, 300, 1.0f, 1 << 30, 1.0f, false);

@@ -10,7 +10,9 @@ task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== builds (all at once)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
-for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_SERIAL_TEST D2K_TIMELINE; do
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DD2K_PSEL_HIST -x cu -Iinclude "$cand/cpu_check.cpp" \
+  -o /tmp/ph_gpu_psel &
+for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_SERIAL_TEST D2K_PSEL_HIST D2K_TIMELINE D2K_TIMELINE,D2K_PSEL_HIST; do
   args=()
   IFS=, read -ra ds <<<"$d"
   for x in "${ds[@]}"; do args+=(--define "$x"); done
@@ -20,6 +22,8 @@ python3 bench/profile_cuda_solution.py "$task" "$task/expert" llama3_b256_v12825
 wait
 echo "== gpu check"
 timeout 120 /tmp/ph_gpu
+echo "== gpu check, top-p by bins (D2K_PSEL_HIST)"
+timeout 120 /tmp/ph_gpu_psel | tail -4
 echo "== warm medians"
 source bench/candidates/ablate-lib.sh
 export PROFILE_FLAGS=${PROFILE_FLAGS---queued}  # GPU time alone, as d2k eval times it
@@ -31,11 +35,15 @@ run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
 run "phased, no test pass" "$cand" llama3_b256_v128256 D2K_NO_TEST
 run "phased, 16 proposals" "$cand" llama3_b256_v128256 D2K_PROP=16
 run "phased, test after decide" "$cand" llama3_b256_v128256 D2K_SERIAL_TEST
+for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do run "phased, top-p by bins" "$cand" "$w" D2K_PSEL_HIST; done
 for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do  # the last call's spans and list phases
   echo "== timeline $w"
   timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_TIMELINE 2>&1 \
     | grep '^timeline' | tail -3
 done
+echo "== timeline llama3_b256_v128256, top-p by bins"
+timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" llama3_b256_v128256 --calls 3 --define D2K_TIMELINE \
+  --define D2K_PSEL_HIST 2>&1 | grep '^timeline' | tail -3
 [[ ${SKIP_EVAL:-0} == 1 ]] && exit 0
 echo "== d2k eval"
 CANDIDATES=007_topk_phased SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" GPU_DEADLINE=${GPU_DEADLINE:-300} \

@@ -81,6 +81,7 @@ __device__ __forceinline__ int popc(unsigned m) { return __popc(m); }
 __device__ __forceinline__ int shfi(int v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 __device__ __forceinline__ int shupi(int v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
 __device__ __forceinline__ int s_add(int* a, int v) { return atomicAdd(a, v); }
+__device__ __forceinline__ void s_addf(float* a, float v) { atomicAdd(a, v); }
 __device__ __forceinline__ void s_min(int* a, int v) { atomicMin(a, v); }
 __device__ __forceinline__ void s_max(int* a, int v) { atomicMax(a, v); }
 __device__ __forceinline__ int g_add(int* a, int v) { return atomicAdd(a, v); }
@@ -110,6 +111,7 @@ inline int popc(unsigned m) { return __builtin_popcount(m); }
 inline int shfi(int v, int src) { return static_cast<int>(__shfl_sync(0xffffffffu, static_cast<float>(v), src)); }  // |v| < 2^24
 inline int shupi(int v, int d) { return static_cast<int>(__shfl_up_sync(0xffffffffu, static_cast<float>(v), d)); }
 inline int s_add(int* a, int v) { return std::atomic_ref<int>(*a).fetch_add(v); }
+inline void s_addf(float* a, float v) { std::atomic_ref<float>(*a).fetch_add(v); }
 inline void s_min(int* a, int v) {
   std::atomic_ref<int> r(*a);
   int cur = r.load();
@@ -357,6 +359,12 @@ struct Shared2 {  // the fixed part of decide's and finish's shared memory
   float red2[2][kWarps2];  // select_key's block sums, alternating so that one barrier suffices per sum
   int hist[kThreads2];     // kth_key's value bins
   unsigned small[256];     // kth_key's keys of the bin that holds the answer
+#ifdef D2K_PSEL_HIST
+  float histw[kThreads2];  // crossing_key's bin weights, then their suffix sums
+  float smallw[256];       // crossing_key's bin members: weights, then sorted keys and weights
+  unsigned skey2[256];
+  float sw2[256];
+#endif
   int kb, kneed, nsmall;
   unsigned kres;
 };
@@ -503,6 +511,85 @@ __device__ unsigned kth_key(const unsigned* keys, int n, int k, unsigned lo, uns
   __syncthreads();
   return sh.kres;
 }
+
+#ifdef D2K_PSEL_HIST
+// The top-p crossing over weighted keys: the largest key t whose keys at or above it weigh at least `need`, or 0
+// when all of them weigh less; keys in [lo, hi]. The bins' weights (shared float atomics, in any order) only
+// point at the bin that holds the crossing; the keys above that bin are then summed in a fixed order, the bin's
+// members are put in key order and summed one by one, and the bin is confirmed by both sums (else select_key).
+template <class W>
+__device__ unsigned crossing_key(const unsigned* keys, W weight, int n, float need, unsigned lo, unsigned hi,
+                                 Shared2& sh) {
+  const int tid = threadIdx.x;
+  auto fallback = [&] { return select_key(keys, n, weight, need, lo, hi, sh); };
+  const float flo = key2f(lo), fhi = key2f(hi);
+  const float inv = static_cast<float>(kThreads2) / (fhi - flo);
+  if (!(flo > neg_inf() && fhi < __builtin_huge_valf() && fhi > flo && inv < __builtin_huge_valf()))
+    return fallback();
+  __syncthreads();  // keys and weights written by other threads; the previous readers of histw are done
+  sh.histw[tid] = 0.f;
+  if (tid == 0) {
+    sh.nsmall = 0;
+    sh.kb = -1;
+  }
+  float loc = 0.f;
+  for (int i = tid; i < n; i += kThreads2) loc += weight(i);
+  if (block_sum_slot(loc, sh, 0) < need) return 0;  // its barrier also orders the stores above
+  for (int i = tid; i < n; i += kThreads2) s_addf(&sh.histw[vbin(key2f(keys[i]), flo, inv)], weight(i));
+  __syncthreads();
+  const float h = sh.histw[kThreads2 - 1 - tid];
+  const float S = block_incl_scan(h, sh);  // weight of bins >= 511 - tid; non-decreasing in tid
+  sh.histw[kThreads2 - 1 - tid] = S;  // block_incl_scan's barriers: every h was read
+  __syncthreads();
+  const float prev = tid ? sh.histw[kThreads2 - tid] : 0.f;
+  if (S >= need && prev < need) sh.kb = kThreads2 - 1 - tid;  // at most one thread: S is monotone
+  __syncthreads();
+  const int B = sh.kb;
+  if (B < 0) return fallback();
+  float above = 0.f;
+  for (int i = tid; i < n; i += kThreads2) {
+    const unsigned key = keys[i];
+    const int bin = vbin(key2f(key), flo, inv);
+    if (bin > B) above += weight(i);
+    else if (bin == B) {
+      const int pos = s_add(&sh.nsmall, 1);
+      if (pos < 256) {
+        sh.small[pos] = key;
+        sh.smallw[pos] = weight(i);
+      }
+    }
+  }
+  const float A = block_sum_slot(above, sh, 1);  // fixed order; its barrier orders the members' stores
+  const int c = sh.nsmall;
+  if (c > 256 || !(A < need)) return fallback();
+  if (tid < c) {  // key order (descending; ties by buffer position)
+    const unsigned x = sh.small[tid];
+    int pos = 0;
+    for (int j = 0; j < c; ++j) {
+      const unsigned o = sh.small[j];
+      pos += (o > x || (o == x && j < tid)) ? 1 : 0;
+    }
+    sh.skey2[pos] = x;
+    sh.sw2[pos] = sh.smallw[tid];
+  }
+  __syncthreads();
+  if (tid == 0) {  // equal keys have equal weights, so this sum does not depend on the order of ties
+    float run = A;
+    unsigned res = 0;
+    for (int i = 0; i < c; ++i) {
+      run += sh.sw2[i];
+      if ((i + 1 == c || sh.skey2[i + 1] != sh.skey2[i]) && run >= need) {
+        res = sh.skey2[i];
+        break;
+      }
+    }
+    sh.kres = res;
+  }
+  __syncthreads();
+  const unsigned res = sh.kres;
+  return res ? res : fallback();  // 0: the bins' sums missed the crossing (rounding)
+}
+#endif
 
 struct RowSummary {
   float M, Z;
@@ -829,7 +916,11 @@ __global__ void __launch_bounds__(kThreads2, 2) decide_kernel(Args a, Scratch sc
         unsigned t = tk;
         if (p < 1.f) {
           // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
+#ifdef D2K_PSEL_HIST
+          const unsigned tp = crossing_key(m.ckey, [&](int i) { return m.cw[i]; }, nc, p * Z, gk, hi, sh);
+#else
           const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * Z, gk, hi, sh);
+#endif
           t = tp > tk ? tp : tk;
         }
         D2K_MARK();
