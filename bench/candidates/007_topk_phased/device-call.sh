@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The 007 "phased" candidate on the GPU: the correctness check of cpu_check.cpp built by nvcc (full sizes,
-# 20,000-row distribution tests), warm-L2 medians beside the expert (bench/profile_cuda_solution.py; the summary
-# pass alone and the pass with the decisions as variants), then `d2k eval` of the candidate (every workload, cold
-# L2, the measurement of record). Usage (on the GPU machine, repository root): bash bench/candidates/007_topk_phased/device-call.sh
+# 20,000-row distribution tests), warm-L2 medians beside the expert (bench/profile_cuda_solution.py --queued: GPU
+# time alone) with variants, the D2K_TIMELINE spans on every workload, then `d2k eval` of the candidate (every
+# workload, cold L2, the measurement of record; SKIP_EVAL=1 stops before it). Usage (on the GPU machine, repository root): bash bench/candidates/007_topk_phased/device-call.sh
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 cand=bench/candidates/007_topk_phased
@@ -10,9 +10,7 @@ task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== builds (all at once)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
-nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DD2K_PSEL_HIST -x cu -Iinclude "$cand/cpu_check.cpp" \
-  -o /tmp/ph_gpu_psel &
-for d in "" D2K_STATS_ONLY D2K_NO_TEST D2K_PROP=16 D2K_SERIAL_TEST D2K_PSEL_HIST D2K_TIMELINE D2K_TIMELINE,D2K_PSEL_HIST; do
+for d in "" D2K_STATS_ONLY D2K_NO_CARVEOUT D2K_PSEL_BITS D2K_TIMELINE; do
   args=()
   IFS=, read -ra ds <<<"$d"
   for x in "${ds[@]}"; do args+=(--define "$x"); done
@@ -22,28 +20,22 @@ python3 bench/profile_cuda_solution.py "$task" "$task/expert" llama3_b256_v12825
 wait
 echo "== gpu check"
 timeout 120 /tmp/ph_gpu
-echo "== gpu check, top-p by bins (D2K_PSEL_HIST)"
-timeout 120 /tmp/ph_gpu_psel | tail -4
 echo "== warm medians"
 source bench/candidates/ablate-lib.sh
 export PROFILE_FLAGS=${PROFILE_FLAGS---queued}  # GPU time alone, as d2k eval times it
-for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000; do
+all=(llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000)
+for w in "${all[@]}"; do
   run expert "$task/expert" "$w"
   run phased "$cand" "$w"
+  run "phased, default carveout" "$cand" "$w" D2K_NO_CARVEOUT
 done
 run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
-run "phased, no test pass" "$cand" llama3_b256_v128256 D2K_NO_TEST
-run "phased, 16 proposals" "$cand" llama3_b256_v128256 D2K_PROP=16
-run "phased, test after decide" "$cand" llama3_b256_v128256 D2K_SERIAL_TEST
-for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do run "phased, top-p by bins" "$cand" "$w" D2K_PSEL_HIST; done
-for w in llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256; do  # the last call's spans and list phases
+run "phased, top-p by bits" "$cand" llama3_b256_v128256 D2K_PSEL_BITS
+for w in "${all[@]}"; do  # the last call's spans and list phases
   echo "== timeline $w"
   timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" "$w" --calls 3 --define D2K_TIMELINE 2>&1 \
     | grep '^timeline' | tail -3
 done
-echo "== timeline llama3_b256_v128256, top-p by bins"
-timeout 60 python3 bench/profile_cuda_solution.py "$task" "$cand" llama3_b256_v128256 --calls 3 --define D2K_TIMELINE \
-  --define D2K_PSEL_HIST 2>&1 | grep '^timeline' | tail -3
 [[ ${SKIP_EVAL:-0} == 1 ]] && exit 0
 echo "== d2k eval"
 CANDIDATES=007_topk_phased SUITE_ARGS="--seeds 1 --max-time 1 --no-baselines" GPU_DEADLINE=${GPU_DEADLINE:-300} \

@@ -359,7 +359,7 @@ struct Shared2 {  // the fixed part of decide's and finish's shared memory
   float red2[2][kWarps2];  // select_key's block sums, alternating so that one barrier suffices per sum
   int hist[kThreads2];     // kth_key's value bins
   unsigned small[256];     // kth_key's keys of the bin that holds the answer
-#ifdef D2K_PSEL_HIST
+#ifndef D2K_PSEL_BITS
   float histw[kThreads2];  // crossing_key's bin weights, then their suffix sums
   float smallw[256];       // crossing_key's bin members: weights, then sorted keys and weights
   unsigned skey2[256];
@@ -512,11 +512,12 @@ __device__ unsigned kth_key(const unsigned* keys, int n, int k, unsigned lo, uns
   return sh.kres;
 }
 
-#ifdef D2K_PSEL_HIST
+#ifndef D2K_PSEL_BITS
 // The top-p crossing over weighted keys: the largest key t whose keys at or above it weigh at least `need`, or 0
 // when all of them weigh less; keys in [lo, hi]. The bins' weights (shared float atomics, in any order) only
 // point at the bin that holds the crossing; the keys above that bin are then summed in a fixed order, the bin's
 // members are put in key order and summed one by one, and the bin is confirmed by both sums (else select_key).
+// D2K_PSEL_BITS: select_key alone (measured slower).
 template <class W>
 __device__ unsigned crossing_key(const unsigned* keys, W weight, int n, float need, unsigned lo, unsigned hi,
                                  Shared2& sh) {
@@ -916,7 +917,7 @@ __global__ void __launch_bounds__(kThreads2, 2) decide_kernel(Args a, Scratch sc
         unsigned t = tk;
         if (p < 1.f) {
           // The top-p crossing, when it lies at or above g (the candidates' masses are the row's there); else 0.
-#ifdef D2K_PSEL_HIST
+#ifndef D2K_PSEL_BITS
           const unsigned tp = crossing_key(m.ckey, [&](int i) { return m.cw[i]; }, nc, p * Z, gk, hi, sh);
 #else
           const unsigned tp = select_key(m.ckey, nc, [&](int i) { return m.cw[i]; }, p * Z, gk, hi, sh);
@@ -1274,6 +1275,15 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.occ1, stats_kernel, kThreads1, 0) != cudaSuccess ||
         f.occ1 < 1)
       f.occ1 = 1;
+#endif
+#if !defined(D2K_CPU_EMU) && !defined(D2K_NO_CARVEOUT)
+    // The summary and test kernels run beside decide's 80 KB CTAs (PDL): give them the same shared-memory
+    // carveout, so an SM need not drain to switch its L1/shared split between the kernels.
+    if (cudaFuncSetAttribute(stats_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
+        cudaFuncSetAttribute(test_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
+        cudaFuncSetAttribute(decide_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
+        cudaFuncSetAttribute(finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess)
+      return 5;
 #endif
     g_facts = f;
   }
