@@ -10,7 +10,7 @@ task=tasks/007_topk_topp_sampling
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== builds (all at once)"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -x cu -Iinclude "$cand/cpu_check.cpp" -o /tmp/ph_gpu &
-for d in "" D2K_STATS_ONLY D2K_NO_CARVEOUT D2K_PSEL_BITS D2K_TIMELINE; do
+for d in "" D2K_STATS_ONLY D2K_CARVEOUT D2K_PSEL_BITS D2K_TIMELINE; do
   args=()
   IFS=, read -ra ds <<<"$d"
   for x in "${ds[@]}"; do args+=(--define "$x"); done
@@ -27,7 +27,7 @@ all=(llama3_b256_v128256 qwen2_b128_v151936 llama3_b16_v128256 llama2_b64_v32000
 for w in "${all[@]}"; do
   run expert "$task/expert" "$w"
   run phased "$cand" "$w"
-  run "phased, default carveout" "$cand" "$w" D2K_NO_CARVEOUT
+  run "phased, full carveout" "$cand" "$w" D2K_CARVEOUT
 done
 run "phased, summary pass only" "$cand" llama3_b256_v128256 D2K_STATS_ONLY
 run "phased, top-p by bits" "$cand" llama3_b256_v128256 D2K_PSEL_BITS

@@ -12,14 +12,20 @@
  *      plain rows (top_k >= V, top_p = 1): inverse CDF over the segments' masses, then inside the drawn segment;
  *      list rows (top_k <= segments, <= 1024): g = the k-th largest segment max bounds the k-th largest y from
  *        below (k segments hold an element >= g), so only the ~k segments whose max reaches g are read back and
- *        the candidates y >= g (~1.1-1.4 k on LLM rows) hold K and the top-p crossing inside it. Radix selects
- *        over the candidates give the exact k-th value and the top-p crossing; inverse CDF over the kept ones;
- *      other rows (large kept sets): 16 proposals from the full distribution (segments' masses, then the
- *        segment), to be tested.
- *  - test: (tested row, 8192-element chunk) items over the whole GPU count the tokens and sum the mass strictly
- *    above each proposal; finish takes, per row, the first proposal (in draw order) with fewer than top_k tokens
- *    and less than top_p of the mass above it: rejection sampling from p over a superset of K & P, exact. Rows
- *    that reject all 16 continue alone with draws 16.. (a pass each), then take the argmax, as the expert does.
+ *        the candidates y >= g (~1.1-1.4 k on LLM rows) hold K and the top-p crossing inside it. Selects by one
+ *        512-bin value histogram (integer shared atomics) and a rank inside the answer's bin give g, the exact
+ *        k-th value and the top-p crossing; inverse CDF over the kept candidates;
+ *      other rows (large kept sets): 8 proposals from the full distribution (segments' masses, then the
+ *        segment), published to the test pass, which runs beside decide.
+ *  - test: (tested row, 8192-element chunk) items from a queue, taken as their rows are published, count the
+ *    tokens and sum the mass strictly above each proposal (only elements above the lowest proposal are compared);
+ *    finish takes, per row, the first proposal (in draw order) with fewer than top_k tokens and less than top_p
+ *    of the mass above it: rejection sampling from p over a superset of K & P, exact. Rows that reject all 8
+ *    continue alone with draws 8.. (a pass each), then take the argmax, as the expert does.
+ *
+ * Measured (NVIDIA H100 80GB HBM3, 2026-12-08, `d2k eval` via scripts/gpu-check.sh candidates; NOTES.md): 0.0356 /
+ * 0.0911 / 0.0689 / 0.0350 ms on llama2_b64_v32000 / llama3_b256_v128256 / qwen2_b128_v151936 / llama3_b16_v128256,
+ * against the task's expert's 0.0280 / 0.1251 / 0.1274 / 0.0324 ms on the same card; not yet run on an H200.
  */
 #include "d2k/solution.h"
 
@@ -1276,9 +1282,10 @@ extern "C" int d2k_solve(const d2k_tensor* inputs, int n_inputs, d2k_tensor* out
         f.occ1 < 1)
       f.occ1 = 1;
 #endif
-#if !defined(D2K_CPU_EMU) && !defined(D2K_NO_CARVEOUT)
+#if !defined(D2K_CPU_EMU) && defined(D2K_CARVEOUT)
     // The summary and test kernels run beside decide's 80 KB CTAs (PDL): give them the same shared-memory
-    // carveout, so an SM need not drain to switch its L1/shared split between the kernels.
+    // carveout, so an SM need not drain to switch its L1/shared split between the kernels. Not yet measured,
+    // so not the default.
     if (cudaFuncSetAttribute(stats_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
         cudaFuncSetAttribute(test_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
         cudaFuncSetAttribute(decide_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess ||
