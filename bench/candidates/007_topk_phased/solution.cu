@@ -829,7 +829,7 @@ __global__ void __launch_bounds__(kThreads2, 2) decide_kernel(Args a, Scratch sc
     }
 
     if (k <= nseg && k <= kListMaxK) {
-      const float Z = total_mass(nseg, m.smx, m.pre, M, sh);
+      const float Z = p < 1.f ? total_mass(nseg, m.smx, m.pre, M, sh) : 0.f;  // for the top-p crossing alone
       D2K_MARK();
       float mn = __builtin_huge_valf();
       for (int s = tid; s < nseg; s += kThreads2) {  // this thread's own stores of load_summary
